@@ -1,0 +1,248 @@
+package wasm
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// guestWasm is the QuickJS guest, built by `make guest` from wasm/guest.
+//
+//go:embed libos_guest.wasm
+var guestWasm []byte
+
+const (
+	pageSize = 64 << 10
+
+	// DefaultMaxMemory is the hard cap of an instance's linear memory when Config.MaxMemory is 0.
+	DefaultMaxMemory = 64 << 20
+	// minMaxMemory leaves room for the guest's initial memory (1 MiB stack + data) and a
+	// JavaScript runtime.
+	minMaxMemory = 8 << 20
+	maxMaxMemory = 4 << 30
+)
+
+// Config configures an Engine. The zero value is ready to use.
+type Config struct {
+	// CacheDir, when not empty, holds wazero's on-disk compilation cache, so that a new
+	// process compiles the guest in milliseconds instead of a third of a second. The
+	// directory is created if missing. Empty means compile in memory every time.
+	CacheDir string
+	// MaxMemory is the hard cap, in bytes, of every instance's linear memory, enforced by
+	// wazero's page limit: the guest cannot grow past it whatever it does. Rounded down to
+	// whole 64 KiB pages. 0 means DefaultMaxMemory (64 MiB); it must be at least 8 MiB and
+	// at most 4 GiB.
+	MaxMemory int64
+	// PoolSize is how many idle instances the engine keeps for reuse. Concurrent calls
+	// beyond it still run, on instances that are closed afterwards. 0 means GOMAXPROCS;
+	// a negative value keeps none (every call instantiates afresh).
+	PoolSize int
+}
+
+// Engine runs JavaScript programs in the QuickJS guest. The guest is compiled once, when
+// the Engine is made; instances are pooled and reused, each call getting a fresh
+// JavaScript runtime and context. An Engine is safe for concurrent use.
+type Engine struct {
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	cache    wazero.CompilationCache
+
+	maxMemory    int64 // hard cap, whole pages
+	discardAbove uint32
+	poolSize     int
+
+	mu       sync.Mutex
+	idle     []*instance
+	closed   bool
+	inflight sync.WaitGroup
+}
+
+// NewEngine compiles the guest and prepares the host imports. It does not instantiate
+// anything yet: the first Run does.
+func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
+	maxMem := cfg.MaxMemory
+	if maxMem == 0 {
+		maxMem = DefaultMaxMemory
+	}
+	if maxMem < minMaxMemory || maxMem > maxMaxMemory {
+		return nil, fmt.Errorf("wasm: Config.MaxMemory %d out of range [%d, %d]", cfg.MaxMemory, minMaxMemory, int64(maxMaxMemory))
+	}
+	pages := uint32(maxMem / pageSize)
+	poolSize := cfg.PoolSize
+	if poolSize == 0 {
+		poolSize = runtime.GOMAXPROCS(0)
+	}
+	if poolSize < 0 {
+		poolSize = 0
+	}
+
+	rc := wazero.NewRuntimeConfig().
+		WithMemoryLimitPages(pages).
+		// Termination comes from the guest polling the host (see poll), which costs almost
+		// nothing; wazero's own context checks slow all guest code several times over.
+		WithCloseOnContextDone(false).
+		// Trap messages are enough; DWARF would only make traps slower to build.
+		WithDebugInfoEnabled(false)
+	e := &Engine{maxMemory: int64(pages) * pageSize, poolSize: poolSize}
+	// Wasm memory never shrinks: an instance whose memory grew past a quarter of the cap
+	// is closed after its call rather than kept, so one big call does not pin memory in
+	// every pooled instance.
+	e.discardAbove = uint32(e.maxMemory / 4)
+	if cfg.CacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("wasm: compilation cache %q: %w", cfg.CacheDir, err)
+		}
+		e.cache = cache
+		rc = rc.WithCompilationCache(cache)
+	}
+	e.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	fail := func(err error) (*Engine, error) {
+		e.rt.Close(ctx)
+		if e.cache != nil {
+			e.cache.Close(ctx)
+		}
+		return nil, err
+	}
+	if err := instantiateHost(ctx, e.rt); err != nil {
+		return fail(fmt.Errorf("wasm: host module: %w", err))
+	}
+	compiled, err := e.rt.CompileModule(ctx, guestWasm)
+	if err != nil {
+		return fail(fmt.Errorf("wasm: compile guest: %w", err))
+	}
+	if err := checkExports(compiled); err != nil {
+		return fail(err)
+	}
+	e.compiled = compiled
+	return e, nil
+}
+
+// Close waits for calls in flight (each is bounded by its wall time), then releases every
+// instance, the compiled guest and the compilation cache. Run after Close fails with
+// ErrClosed.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	idle := e.idle
+	e.idle = nil
+	e.mu.Unlock()
+	for _, in := range idle {
+		in.close(ctx)
+	}
+	e.inflight.Wait()
+	err := e.rt.Close(ctx)
+	if e.cache != nil {
+		if cerr := e.cache.Close(ctx); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("wasm: close: %w", err)
+	}
+	return nil
+}
+
+// enter registers a call in flight; false once the engine is closed.
+func (e *Engine) enter() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.inflight.Add(1)
+	return true
+}
+
+// get returns an idle instance or a new one.
+func (e *Engine) get(ctx context.Context) (*instance, error) {
+	e.mu.Lock()
+	if n := len(e.idle); n > 0 {
+		in := e.idle[n-1]
+		e.idle[n-1] = nil
+		e.idle = e.idle[:n-1]
+		e.mu.Unlock()
+		return in, nil
+	}
+	e.mu.Unlock()
+	return e.newInstance(ctx)
+}
+
+// put returns a healthy instance to the pool, or closes it.
+func (e *Engine) put(ctx context.Context, in *instance) {
+	if in.broken || in.mem.Size() > e.discardAbove {
+		in.close(ctx)
+		return
+	}
+	e.mu.Lock()
+	if !e.closed && len(e.idle) < e.poolSize {
+		e.idle = append(e.idle, in)
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	in.close(ctx)
+}
+
+// instance is one instantiated guest. It runs one call at a time.
+type instance struct {
+	mod              api.Module
+	mem              api.Memory
+	run, alloc, free api.Function
+	outPtr, outLen   api.Function
+	stack            [7]uint64
+	capBytes         int64 // the engine's hard memory cap
+	broken           bool  // trapped, or the host gave up on it: never reuse
+}
+
+var guestExports = []string{"_initialize", "libos_alloc", "libos_free", "libos_run", "libos_out_ptr", "libos_out_len"}
+
+func checkExports(c wazero.CompiledModule) error {
+	fns := c.ExportedFunctions()
+	for _, name := range guestExports {
+		if _, ok := fns[name]; !ok {
+			return fmt.Errorf("wasm: guest does not export %q", name)
+		}
+	}
+	if _, ok := c.ExportedMemories()["memory"]; !ok {
+		return errors.New("wasm: guest does not export its memory")
+	}
+	return nil
+}
+
+func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
+	// Anonymous and without start functions: a reactor is initialised by _initialize.
+	mod, err := e.rt.InstantiateModule(ctx, e.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	if err != nil {
+		return nil, fmt.Errorf("wasm: instantiate: %w", err)
+	}
+	in := &instance{
+		mod:      mod,
+		mem:      mod.Memory(),
+		run:      mod.ExportedFunction("libos_run"),
+		alloc:    mod.ExportedFunction("libos_alloc"),
+		free:     mod.ExportedFunction("libos_free"),
+		outPtr:   mod.ExportedFunction("libos_out_ptr"),
+		outLen:   mod.ExportedFunction("libos_out_len"),
+		capBytes: e.maxMemory,
+	}
+	if _, err := mod.ExportedFunction("_initialize").Call(ctx); err != nil {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("wasm: initialize instance: %w", err)
+	}
+	return in, nil
+}
+
+func (in *instance) close(ctx context.Context) {
+	in.mod.Close(ctx)
+}

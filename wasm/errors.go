@@ -1,0 +1,126 @@
+package wasm
+
+import (
+	"errors"
+	"strings"
+	"unicode/utf8"
+)
+
+// Stable error codes of *Error. Callers and the audit log match on these, never on messages.
+const (
+	// CodeSyntaxError: the program does not parse.
+	CodeSyntaxError = "syntax_error"
+	// CodeRunMissing: the program defines no function run.
+	CodeRunMissing = "run_missing"
+	// CodeJSError: run threw, or the Promise it returned rejected.
+	CodeJSError = "js_error"
+	// CodeNotJSON: the value run returned is not plain JSON; Path names the first offender.
+	CodeNotJSON = "not_json"
+	// CodeUnsettled: run returned a Promise that never settled.
+	CodeUnsettled = "unsettled"
+	// CodeArgsInvalid: the arguments are not a JSON object.
+	CodeArgsInvalid = "args_invalid"
+	// CodeLimitExceeded: a per-call limit was hit; Limit names which one.
+	CodeLimitExceeded = "limit_exceeded"
+	// CodeCanceled: the caller's context was cancelled (or its own deadline passed).
+	CodeCanceled = "canceled"
+	// CodeTrap: the instance trapped; it was discarded and the engine stays usable.
+	CodeTrap = "trap"
+)
+
+// Values of Error.Limit when Code is CodeLimitExceeded.
+const (
+	LimitWallTime     = "wall_time"
+	LimitMemory       = "memory"
+	LimitStack        = "stack"
+	LimitOutput       = "output"
+	LimitLogs         = "logs"
+	LimitSyscalls     = "syscalls"
+	LimitSyscallBytes = "syscall_bytes"
+)
+
+// Codes that reach the guest in a rejected syscall Promise when the host, not the Syscaller,
+// refuses the call.
+const (
+	// CodeUnknownSyscall is the one fixed answer to every syscall when Run has no Syscaller.
+	CodeUnknownSyscall = "unknown_syscall"
+	// CodeSyscallFailed replaces any Syscaller error that is not a *SyscallError, so that
+	// host internals never reach the guest.
+	CodeSyscallFailed = "syscall_failed"
+	// CodeSyscallArgsInvalid: the guest passed arguments that are not JSON.
+	CodeSyscallArgsInvalid = "syscall_args_invalid"
+)
+
+// ErrClosed is returned (wrapped) by Run after Close.
+var ErrClosed = errors.New("wasm: engine closed")
+
+// Error is what Run returns for a failure of the guest program: a stable Code, a
+// human-readable Message, the JSON Path of the offending value for CodeNotJSON, the Limit
+// that was hit for CodeLimitExceeded, and the JavaScript Stack when the guest had one.
+type Error struct {
+	Code    string
+	Message string
+	Path    string
+	Limit   string
+	Stack   string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("wasm: ")
+	b.WriteString(e.Code)
+	if e.Limit != "" {
+		b.WriteString(" (")
+		b.WriteString(e.Limit)
+		b.WriteString(")")
+	}
+	if e.Path != "" {
+		b.WriteString(" at ")
+		b.WriteString(e.Path)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// Is reports whether target is an *Error with the same Code and, when target names one,
+// the same Limit, so that errors.Is(err, &wasm.Error{Code: wasm.CodeLimitExceeded}) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	if !ok {
+		return false
+	}
+	return t.Code == e.Code && (t.Limit == "" || t.Limit == e.Limit)
+}
+
+// SyscallError is how a Syscaller refuses a call: the guest's Promise rejects with an Error
+// whose code and message are these. A Syscaller may return it directly or wrapped.
+type SyscallError struct {
+	Code    string
+	Message string
+}
+
+func (e *SyscallError) Error() string {
+	if e.Message == "" {
+		return "wasm: syscall: " + e.Code
+	}
+	return "wasm: syscall: " + e.Code + ": " + e.Message
+}
+
+// maxErrorText bounds the message and stack of a guest error: a program can throw an
+// Error whose message is megabytes long, and the caller (and the audit log) should not
+// carry it.
+const maxErrorText = 8 << 10
+
+func clipText(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	cut := maxErrorText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

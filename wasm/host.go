@@ -1,0 +1,313 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// The host module "libos" is instantiated once per Engine and shared by all instances.
+// Its functions find the state of the call in progress in the context that Run passes to
+// libos_run: wazero hands that context to every host function the guest calls.
+
+type callKey struct{}
+
+// stopReason says why a call must end early. It is set from the host functions, from the
+// wall-time timer and from context cancellation, and read by poll.
+type stopReason int32
+
+const (
+	running stopReason = iota
+	stopDeadline
+	stopCanceled
+	stopLogs
+	stopSyscalls
+	stopSyscallBytes
+	stopFault // the host gave up: a host-side panic or a guest that broke the ABI
+)
+
+// call is the state of one Run. Everything but stop is touched only by the goroutine
+// running the guest (host functions run on it).
+type call struct {
+	stop   atomic.Int32
+	ctx    context.Context // bounded by the wall time; handed to the Syscaller
+	parent context.Context
+	sys    Syscaller
+	now    func() time.Time
+	lim    Limits
+
+	// noPoll makes poll answer "continue" without looking: benchmarks use it to measure
+	// what the time limit costs.
+	noPoll bool
+	polls  int64
+
+	syscalls      int
+	pending       []byte
+	logs          []Log
+	logBytes      int
+	logsTruncated bool
+	fault         string
+}
+
+func (c *call) halt(r stopReason) { c.stop.CompareAndSwap(int32(running), int32(r)) }
+
+func (c *call) stopped() stopReason { return stopReason(c.stop.Load()) }
+
+func (c *call) faulted(format string, args ...any) {
+	if c.fault == "" {
+		c.fault = fmt.Sprintf(format, args...)
+	}
+	c.halt(stopFault)
+}
+
+func callFrom(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
+var (
+	i32 = api.ValueTypeI32
+	f64 = api.ValueTypeF64
+)
+
+func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
+	b := rt.NewHostModuleBuilder("libos")
+	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(hostNowMs), nil, []api.ValueType{f64}).
+		WithName("now_ms").Export("now_ms")
+	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(hostPoll), nil, []api.ValueType{i32}).
+		WithName("poll").Export("poll")
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostSyscall), []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}).
+		WithName("syscall").Export("syscall")
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostSyscallTake), []api.ValueType{i32}, nil).
+		WithName("syscall_take").Export("syscall_take")
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostLog), []api.ValueType{i32, i32, i32}, nil).
+		WithName("log").Export("log")
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// hostNowMs: () → f64, the caller's clock in milliseconds since the Unix epoch.
+func hostNowMs(ctx context.Context, stack []uint64) {
+	stack[0] = api.EncodeF64(0)
+	c := callFrom(ctx)
+	if c == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.faulted("clock panicked: %v", r)
+		}
+	}()
+	stack[0] = api.EncodeF64(float64(c.now().UnixMilli()))
+}
+
+// hostPoll: () → i32, 1 when the call must stop. The guest calls it from QuickJS's
+// interrupt handler, regex backtracking and long built-in loops, so it only loads one
+// atomic: the deadline and cancellation set the flag from their own goroutines.
+func hostPoll(ctx context.Context, stack []uint64) {
+	c := callFrom(ctx)
+	if c == nil {
+		stack[0] = 0
+		return
+	}
+	c.polls++
+	if c.noPoll || c.stop.Load() == int32(running) {
+		stack[0] = 0
+		return
+	}
+	stack[0] = 1
+}
+
+// interruptNow is the syscall import's answer that makes the guest unwind at once.
+const interruptNow = ^uint64(0) & 0xFFFFFFFF // -1 as i32
+
+// maxSyscallName bounds a route name; the router knows no longer ones.
+const maxSyscallName = 256
+
+// hostSyscall: (name_ptr, name_len, args_ptr, args_len) → n | -1.
+func hostSyscall(ctx context.Context, mod api.Module, stack []uint64) {
+	namePtr, nameLen := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
+	argsPtr, argsLen := api.DecodeU32(stack[2]), api.DecodeU32(stack[3])
+	stack[0] = interruptNow
+	c := callFrom(ctx)
+	if c == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.faulted("syscall panicked: %v", r)
+			stack[0] = interruptNow
+		}
+	}()
+	if c.stopped() != running {
+		return
+	}
+	c.pending = nil
+	c.syscalls++
+	if c.syscalls > c.lim.Syscalls {
+		c.halt(stopSyscalls)
+		return
+	}
+	if int64(argsLen) > int64(c.lim.SyscallBytes) {
+		c.halt(stopSyscallBytes)
+		return
+	}
+	mem := mod.Memory()
+	nameBytes, ok1 := mem.Read(namePtr, nameLen)
+	argBytes, ok2 := mem.Read(argsPtr, argsLen)
+	if !ok1 || !ok2 {
+		c.faulted("syscall: guest pointer out of range")
+		return
+	}
+	var resp []byte
+	switch {
+	case nameLen > maxSyscallName || !utf8.Valid(nameBytes) || c.sys == nil:
+		// One fixed answer that reveals nothing about which routes exist.
+		resp = errorResponse(CodeUnknownSyscall, "unknown syscall")
+	case !json.Valid(argBytes):
+		resp = errorResponse(CodeSyscallArgsInvalid, "syscall arguments are not JSON")
+	default:
+		name := string(nameBytes)
+		args := json.RawMessage(append([]byte(nil), argBytes...))
+		var interrupt bool
+		resp, interrupt = c.invoke(name, args)
+		if interrupt {
+			return
+		}
+	}
+	c.pending = resp
+	stack[0] = uint64(uint32(len(resp)))
+}
+
+// invoke runs the Syscaller and builds the response the guest will take. interrupt is
+// true when the call must stop instead (deadline, cancellation, a limit).
+func (c *call) invoke(name string, args json.RawMessage) (resp []byte, interrupt bool) {
+	result, err := c.safeSyscall(name, args)
+	if c.stopped() != running {
+		return nil, true
+	}
+	if err != nil {
+		var se *SyscallError
+		switch {
+		case errors.As(err, &se):
+			return errorResponse(se.Code, se.Message), false
+		case c.ctx.Err() != nil:
+			// The Syscaller gave up because the call's time ran out or the caller
+			// cancelled; the flag may not be set yet when the timer races us.
+			c.halt(c.ctxReason())
+			return nil, true
+		default:
+			return errorResponse(CodeSyscallFailed, "syscall failed"), false
+		}
+	}
+	if len(result) == 0 {
+		result = json.RawMessage("null")
+	}
+	if len(result) > c.lim.SyscallBytes {
+		c.halt(stopSyscallBytes)
+		return nil, true
+	}
+	if !json.Valid(result) {
+		return errorResponse(CodeSyscallFailed, "syscall failed"), false
+	}
+	resp = make([]byte, 0, len(result)+len(`{"ok":true,"result":}`))
+	resp = append(resp, `{"ok":true,"result":`...)
+	resp = append(resp, result...)
+	resp = append(resp, '}')
+	return resp, false
+}
+
+// safeSyscall turns a panicking Syscaller into an ordinary failure: the guest sees the
+// generic code, the host keeps running.
+func (c *call) safeSyscall(name string, args json.RawMessage) (result json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			result, err = nil, fmt.Errorf("wasm: syscaller panicked: %v", r)
+		}
+	}()
+	return c.sys.Syscall(c.ctx, name, args)
+}
+
+func (c *call) ctxReason() stopReason {
+	if c.parent.Err() != nil {
+		return stopCanceled
+	}
+	return stopDeadline
+}
+
+func errorResponse(code, message string) []byte {
+	type errBody struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	b, err := json.Marshal(struct {
+		OK    bool    `json:"ok"`
+		Error errBody `json:"error"`
+	}{false, errBody{code, strings.ToValidUTF8(message, "\uFFFD")}})
+	if err != nil { // unreachable: two strings always marshal
+		return []byte(`{"ok":false,"error":{"code":"syscall_failed","message":"syscall failed"}}`)
+	}
+	return b
+}
+
+// hostSyscallTake: (ptr) → (), copies the pending response into the guest.
+func hostSyscallTake(ctx context.Context, mod api.Module, stack []uint64) {
+	ptr := api.DecodeU32(stack[0])
+	c := callFrom(ctx)
+	if c == nil {
+		return
+	}
+	if c.pending == nil {
+		c.faulted("syscall_take without a pending response")
+		return
+	}
+	if !mod.Memory().Write(ptr, c.pending) {
+		c.faulted("syscall_take: guest pointer out of range")
+	}
+	c.pending = nil
+}
+
+var logLevels = [...]string{"debug", "info", "warn", "error"}
+
+// hostLog: (level, ptr, len) → (), one console line. Each line costs its bytes plus one
+// (the line break it would take in a transcript), so that empty lines are bounded too.
+func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	level, ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
+	c := callFrom(ctx)
+	if c == nil || c.stopped() != running {
+		return
+	}
+	b, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		c.faulted("log: guest pointer out of range")
+		return
+	}
+	lvl := "info"
+	if int(level) < len(logLevels) {
+		lvl = logLevels[level]
+	}
+	room := c.lim.LogBytes - c.logBytes - 1
+	if len(b) > room {
+		if room > 0 {
+			cut := room
+			for cut > 0 && !utf8.RuneStart(b[cut]) {
+				cut--
+			}
+			c.logs = append(c.logs, Log{Level: lvl, Message: strings.ToValidUTF8(string(b[:cut]), "\uFFFD")})
+		}
+		c.logBytes = c.lim.LogBytes
+		c.logsTruncated = true
+		c.halt(stopLogs)
+		return
+	}
+	c.logBytes += len(b) + 1
+	c.logs = append(c.logs, Log{Level: lvl, Message: strings.ToValidUTF8(string(b), "\uFFFD")})
+}

@@ -1,0 +1,391 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Syscaller is supplied by the caller: the syscall router in production, a tape in
+// validation. The guest's libos.syscall(name, args) reaches it with args as JSON text; the
+// result must be JSON. Return a *SyscallError (possibly wrapped) to reject the guest's
+// Promise with its code and message; any other error reaches the guest only as the generic
+// CodeSyscallFailed. Syscall must return when ctx is done: ctx ends at the call's wall-time
+// deadline or when the caller cancels, and Run cannot return before Syscall does.
+type Syscaller interface {
+	Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)
+}
+
+// Default limits, used for each zero field of Limits.
+const (
+	DefaultWallTime     = 2 * time.Second
+	DefaultStack        = 512 << 10
+	DefaultOutputBytes  = 1 << 20
+	DefaultLogBytes     = 64 << 10
+	DefaultSyscalls     = 100
+	DefaultSyscallBytes = 1 << 20
+
+	// maxStack keeps QuickJS's own stack check inside the guest's 1 MiB stack, so that
+	// deep recursion is a catchable error rather than a trap.
+	maxStack = 1<<20 - 64<<10
+)
+
+// Limits bound one call. A zero field means its default; a limit that is hit ends the call
+// with an *Error of code CodeLimitExceeded whose Limit names it.
+type Limits struct {
+	// WallTime is the real time the call may take, syscalls included. Default 2 s.
+	WallTime time.Duration
+	// Memory is QuickJS's graceful heap limit in bytes: allocations beyond it fail with
+	// a JavaScript out-of-memory error. Default three quarters of the Engine's MaxMemory,
+	// capped at MaxMemory. The Engine's MaxMemory is the hard cap behind it.
+	Memory int64
+	// Stack is QuickJS's stack limit in bytes. Default 512 KiB, capped at 960 KiB.
+	Stack int
+	// OutputBytes bounds the JSON text of the returned value. Default 1 MiB.
+	OutputBytes int
+	// LogBytes bounds the captured console output; each line counts its bytes plus one.
+	// Default 64 KiB.
+	LogBytes int
+	// Syscalls bounds how many syscalls one call may make. Default 100.
+	Syscalls int
+	// SyscallBytes bounds the JSON arguments of each syscall and each result. Default 1 MiB.
+	SyscallBytes int
+}
+
+// Options configure one call.
+type Options struct {
+	Limits Limits
+	// Now is the clock behind Date.now() and new Date(). nil means time.Now.
+	Now func() time.Time
+	// Seed seeds Math.random. 0 means a fresh random seed for this call; any other value
+	// makes Math.random's sequence reproducible.
+	Seed uint64
+
+	// noPoll: see call.noPoll. Only tests and benchmarks set it.
+	noPoll bool
+}
+
+// Result is what a call produced.
+type Result struct {
+	// Value is the JSON text of run's return value, byte for byte as the guest's
+	// JSON.stringify wrote it. Nil when the call failed.
+	Value json.RawMessage
+	// Logs are the console lines, in order, up to Limits.LogBytes.
+	Logs []Log
+	// LogsTruncated is set when the logs reached Limits.LogBytes (the call then failed).
+	LogsTruncated bool
+	Stats         Stats
+}
+
+// Log is one console line. Level is "debug", "info" (console.log and console.info),
+// "warn" or "error".
+type Log struct {
+	Level   string
+	Message string
+}
+
+// Stats describe one call.
+type Stats struct {
+	Duration time.Duration
+	Syscalls int
+	// PeakMemory is the size of the instance's linear memory when the call ended. Wasm
+	// memory never shrinks, so it bounds the call's peak from above.
+	PeakMemory int64
+}
+
+func (e *Engine) resolve(l Limits) Limits {
+	if l.WallTime <= 0 {
+		l.WallTime = DefaultWallTime
+	}
+	if l.Memory <= 0 {
+		l.Memory = e.maxMemory / 4 * 3
+	}
+	if l.Memory > e.maxMemory {
+		l.Memory = e.maxMemory
+	}
+	if l.Stack <= 0 {
+		l.Stack = DefaultStack
+	}
+	if l.Stack > maxStack {
+		l.Stack = maxStack
+	}
+	if l.OutputBytes <= 0 {
+		l.OutputBytes = DefaultOutputBytes
+	}
+	if l.LogBytes <= 0 {
+		l.LogBytes = DefaultLogBytes
+	}
+	if l.Syscalls <= 0 {
+		l.Syscalls = DefaultSyscalls
+	}
+	if l.SyscallBytes <= 0 {
+		l.SyscallBytes = DefaultSyscallBytes
+	}
+	return l
+}
+
+// Run runs program, a JavaScript script that defines a function run, as
+// run(JSON.parse(args), libos) in a fresh JavaScript runtime and context, awaiting the
+// result when run is async. args must be a JSON object; nil or empty means {}. sys
+// receives the guest's syscalls; nil makes every syscall reject with CodeUnknownSyscall.
+//
+// A failure of the program (it does not parse, throws, returns something that is not
+// JSON, hits a limit, traps) is an *Error; the Result is then still returned, with no
+// Value but with the logs and stats gathered so far. Other errors (ErrClosed, a guest
+// that cannot be instantiated) come with a nil Result.
+func (e *Engine) Run(ctx context.Context, program string, args json.RawMessage, sys Syscaller, opts Options) (*Result, error) {
+	start := time.Now()
+	if !e.enter() {
+		return nil, fmt.Errorf("wasm: run: %w", ErrClosed)
+	}
+	defer e.inflight.Done()
+
+	lim := e.resolve(opts.Limits)
+	args = bytes.TrimSpace(args)
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	res := &Result{}
+	if !json.Valid(args) || args[0] != '{' {
+		return res, &Error{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"}
+	}
+	if ctx.Err() != nil {
+		return res, &Error{Code: CodeCanceled, Message: "context done before the call started"}
+	}
+
+	in, err := e.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer e.put(context.WithoutCancel(ctx), in)
+
+	runCtx, cancel := context.WithTimeout(ctx, lim.WallTime)
+	defer cancel()
+	c := &call{ctx: runCtx, parent: ctx, sys: sys, now: opts.Now, lim: lim, noPoll: opts.noPoll}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	stopTimer := context.AfterFunc(runCtx, func() { c.halt(c.ctxReason()) })
+	defer stopTimer()
+
+	seed := opts.Seed
+	if seed == 0 {
+		seed = rand.Uint64() | 1
+	}
+	gerr := in.call(context.WithValue(runCtx, callKey{}, c), c, program, args, lim, seed, res)
+	res.Logs, res.LogsTruncated = c.logs, c.logsTruncated
+	res.Stats = Stats{Duration: time.Since(start), Syscalls: min(c.syscalls, lim.Syscalls), PeakMemory: int64(in.mem.Size())}
+	if gerr != nil {
+		res.Value = nil
+		return res, gerr
+	}
+	return res, nil
+}
+
+// call runs libos_run on the instance and fills res.Value, or returns the *Error.
+func (in *instance) call(ctx context.Context, c *call, program string, args []byte, lim Limits, seed uint64, res *Result) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			in.broken = true
+			err = &Error{Code: CodeTrap, Message: fmt.Sprintf("host panic: %v", r)}
+		}
+	}()
+	src, err := in.write(ctx, []byte(program))
+	if err != nil {
+		return err
+	}
+	defer in.release(ctx, src)
+	argp, err := in.write(ctx, args)
+	if err != nil {
+		return err
+	}
+	defer in.release(ctx, argp)
+	st := in.stack[:]
+	st[0], st[1] = uint64(src), uint64(len(program))
+	st[2], st[3] = uint64(argp), uint64(len(args))
+	st[4], st[5] = uint64(uint32(lim.Memory)), uint64(uint32(lim.Stack))
+	st[6] = seed
+	if lim.Memory >= 1<<32 {
+		st[4] = uint64(^uint32(0))
+	}
+	callErr := in.run.CallWithStack(ctx, st)
+	if callErr != nil {
+		in.broken = true
+		return trapError(c, in, callErr)
+	}
+	status := api.DecodeI32(st[0])
+	// A stop the guest did not get to see (a log over the limit on the last line, a
+	// fault in syscall_take) still fails the call.
+	if r := c.stopped(); r != running {
+		// Whatever QuickJS was doing when it unwound, the next call gets a clean instance.
+		in.broken = true
+		return stopError(c, r)
+	}
+	out, err := in.output(ctx)
+	if err != nil {
+		return err
+	}
+	switch status {
+	case 0:
+		if len(out) > lim.OutputBytes {
+			return &Error{Code: CodeLimitExceeded, Limit: LimitOutput,
+				Message: fmt.Sprintf("result is %d bytes of JSON, over the limit of %d", len(out), lim.OutputBytes)}
+		}
+		if !json.Valid(out) {
+			in.broken = true
+			return &Error{Code: CodeTrap, Message: "guest produced a result that is not JSON"}
+		}
+		res.Value = json.RawMessage(out)
+		return nil
+	case 1:
+		return guestError(c, in, out)
+	default:
+		in.broken = true
+		return &Error{Code: CodeTrap, Message: fmt.Sprintf("guest returned unknown status %d", status)}
+	}
+}
+
+// write copies b into memory the guest allocated for it.
+func (in *instance) write(ctx context.Context, b []byte) (uint32, error) {
+	st := in.stack[:1]
+	st[0] = uint64(len(b))
+	if err := in.alloc.CallWithStack(ctx, st); err != nil {
+		in.broken = true
+		return 0, &Error{Code: CodeTrap, Message: "guest allocation trapped: " + err.Error()}
+	}
+	p := api.DecodeU32(st[0])
+	if p == 0 && len(b) > 0 {
+		return 0, &Error{Code: CodeLimitExceeded, Limit: LimitMemory,
+			Message: fmt.Sprintf("no guest memory for %d bytes of input", len(b))}
+	}
+	if !in.mem.Write(p, b) {
+		in.broken = true
+		return 0, &Error{Code: CodeTrap, Message: "guest allocated out of range"}
+	}
+	return p, nil
+}
+
+// release frees what write allocated, unless the instance is going away anyway.
+func (in *instance) release(ctx context.Context, p uint32) {
+	if p == 0 || in.broken {
+		return
+	}
+	st := in.stack[:1]
+	st[0] = uint64(p)
+	if err := in.free.CallWithStack(ctx, st); err != nil {
+		in.broken = true
+	}
+}
+
+// output copies the guest's output buffer.
+func (in *instance) output(ctx context.Context) ([]byte, error) {
+	st := in.stack[:1]
+	if err := in.outPtr.CallWithStack(ctx, st); err != nil {
+		in.broken = true
+		return nil, &Error{Code: CodeTrap, Message: err.Error()}
+	}
+	p := api.DecodeU32(st[0])
+	if err := in.outLen.CallWithStack(ctx, st); err != nil {
+		in.broken = true
+		return nil, &Error{Code: CodeTrap, Message: err.Error()}
+	}
+	n := api.DecodeU32(st[0])
+	b, ok := in.mem.Read(p, n)
+	if !ok {
+		in.broken = true
+		return nil, &Error{Code: CodeTrap, Message: "guest output out of range"}
+	}
+	return bytes.Clone(b), nil
+}
+
+// guestError decodes the guest's error object.
+func guestError(c *call, in *instance, out []byte) error {
+	var g struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Path    string `json:"path"`
+		Stack   string `json:"stack"`
+	}
+	if err := json.Unmarshal(out, &g); err != nil || g.Code == "" {
+		in.broken = true
+		return &Error{Code: CodeTrap, Message: "guest reported an error that is not an error object"}
+	}
+	e := &Error{Code: g.Code, Message: clipText(g.Message), Path: clipText(g.Path), Stack: clipText(g.Stack)}
+	switch g.Code {
+	case "interrupted":
+		// The guest stopped because poll or syscall said so; the host knows why.
+		in.broken = true
+		if r := c.stopped(); r != running {
+			return stopError(c, r)
+		}
+		return &Error{Code: CodeTrap, Message: "guest interrupted itself without a reason"}
+	case "out_of_memory":
+		e.Code, e.Limit = CodeLimitExceeded, LimitMemory
+		if e.Message == "" {
+			e.Message = "out of memory"
+		}
+	case "stack_overflow":
+		e.Code, e.Limit = CodeLimitExceeded, LimitStack
+		if e.Message == "" {
+			e.Message = "stack overflow"
+		}
+	case CodeSyntaxError, CodeRunMissing, CodeJSError, CodeNotJSON, CodeUnsettled, CodeArgsInvalid:
+	default:
+		// A code outside the ABI: keep the host's promise of stable codes.
+		e.Message = g.Code + ": " + e.Message
+		e.Code = CodeJSError
+	}
+	return e
+}
+
+// stopError is the error for a call the host stopped.
+func stopError(c *call, r stopReason) error {
+	switch r {
+	case stopDeadline:
+		return &Error{Code: CodeLimitExceeded, Limit: LimitWallTime,
+			Message: fmt.Sprintf("the call ran past its wall time of %v", c.lim.WallTime)}
+	case stopCanceled:
+		return &Error{Code: CodeCanceled, Message: "the caller cancelled the call: " + context.Cause(c.parent).Error()}
+	case stopLogs:
+		return &Error{Code: CodeLimitExceeded, Limit: LimitLogs,
+			Message: fmt.Sprintf("console output exceeded %d bytes", c.lim.LogBytes)}
+	case stopSyscalls:
+		return &Error{Code: CodeLimitExceeded, Limit: LimitSyscalls,
+			Message: fmt.Sprintf("more than %d syscalls", c.lim.Syscalls)}
+	case stopSyscallBytes:
+		return &Error{Code: CodeLimitExceeded, Limit: LimitSyscallBytes,
+			Message: fmt.Sprintf("syscall arguments or result over %d bytes", c.lim.SyscallBytes)}
+	default:
+		return &Error{Code: CodeTrap, Message: c.fault}
+	}
+}
+
+// trapError classifies an error from libos_run: the instance is gone either way.
+func trapError(c *call, in *instance, err error) error {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i] // drop wazero's wasm stack trace
+	}
+	switch {
+	case c.stopped() == stopFault:
+		return &Error{Code: CodeTrap, Message: c.fault}
+	case strings.Contains(msg, "stack overflow"):
+		return &Error{Code: CodeLimitExceeded, Limit: LimitStack, Message: "the guest's stack overflowed"}
+	case int64(in.mem.Size())+pageSize*16 > in.capBytes:
+		// Within a megabyte of the hard cap: malloc failed where QuickJS could not
+		// recover (C code that aborts on NULL).
+		return &Error{Code: CodeLimitExceeded, Limit: LimitMemory, Message: "the guest reached the hard memory cap: " + msg}
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		if r := c.stopped(); r != running {
+			return stopError(c, r)
+		}
+	}
+	return &Error{Code: CodeTrap, Message: msg}
+}
