@@ -1,0 +1,254 @@
+package syscalls
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	_ "time/tzdata" // IANA zones without a system tz database (air-gapped hosts)
+	"unicode/utf8"
+)
+
+// provider is the code behind a route. It gets arguments that already passed the
+// route's schema and an authorised caller; it returns the result as JSON text.
+type provider struct {
+	name string
+	run  func(ctx context.Context, c *call) (json.RawMessage, error)
+}
+
+// call is one authorised syscall on its way to a provider.
+type call struct {
+	router *Router
+	caller *Caller
+	route  *route
+	raw    json.RawMessage // the arguments as received
+	args   map[string]any  // decoded strictly, numbers as json.Number
+}
+
+func (c *call) str(key string) string {
+	s, _ := c.args[key].(string)
+	return s
+}
+
+// rawField returns one top-level argument as its exact JSON text (numbers keep their
+// spelling). The arguments were decoded strictly before, so there are no duplicate keys
+// for encoding/json to choose between.
+func (c *call) rawField(key string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(c.raw, &m); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, m[key]); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func argErr(c *call, msg string) error {
+	return errorf(CodeArgumentInvalid, c.route.name+": "+msg, nil)
+}
+
+// --- clock ---
+
+var clockNow = provider{name: "clock", run: runClockNow}
+
+// zones caches loaded locations; only names that loaded are kept, so the cache is
+// bounded by the tz database.
+var zones sync.Map // string → *time.Location
+
+func loadZone(name string) (*time.Location, error) {
+	if l, ok := zones.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	// "Local" would reveal the host's zone and is not an IANA name.
+	if name == "Local" {
+		return nil, fmt.Errorf("unknown time zone %q", name)
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("unknown time zone %q", name)
+	}
+	zones.Store(name, l)
+	return l, nil
+}
+
+// isoLayout always writes a numeric offset (+00:00, never Z), as in the seed.
+const isoLayout = "2006-01-02T15:04:05-07:00"
+
+func runClockNow(_ context.Context, c *call) (json.RawMessage, error) {
+	tz := c.str("timezone")
+	loc, err := loadZone(tz)
+	if err != nil {
+		return nil, argErr(c, err.Error())
+	}
+	now := c.router.clock.Now().In(loc)
+	return json.Marshal(struct {
+		ISO8601     string `json:"iso8601"`
+		UnixSeconds int64  `json:"unix_seconds"`
+		Timezone    string `json:"timezone"`
+	}{now.Format(isoLayout), now.Unix(), tz})
+}
+
+// --- kv ---
+
+var (
+	kvGet    = provider{name: "kv", run: runKVGet}
+	kvPut    = provider{name: "kv", run: runKVPut}
+	kvDelete = provider{name: "kv", run: runKVDelete}
+	kvList   = provider{name: "kv", run: runKVList}
+)
+
+// kvKey checks what the schema cannot: the byte length, and that no invalid text was
+// folded into U+FFFD on the way in (two different guest keys must never meet).
+func kvKey(c *call, key string) (string, error) {
+	if len(key) == 0 || len(key) > MaxKVKeyBytes {
+		return "", argErr(c, fmt.Sprintf("key must be 1..%d bytes", MaxKVKeyBytes))
+	}
+	if !utf8.ValidString(key) || strings.ContainsRune(key, utf8.RuneError) {
+		return "", argErr(c, "key must be valid UTF-8 text (U+FFFD is not allowed)")
+	}
+	return key, nil
+}
+
+func runKVGet(ctx context.Context, c *call) (json.RawMessage, error) {
+	key, err := kvKey(c, c.str("key"))
+	if err != nil {
+		return nil, err
+	}
+	val, found, err := c.router.store.KVGet(ctx, c.caller.PID, key)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return json.RawMessage(`{"found":false,"value":null}`), nil
+	}
+	if !json.Valid(val) {
+		return nil, fmt.Errorf("stored value of %q is not JSON", key)
+	}
+	out := make([]byte, 0, len(val)+32)
+	out = append(out, `{"found":true,"value":`...)
+	out = append(out, val...)
+	return append(out, '}'), nil
+}
+
+func runKVPut(ctx context.Context, c *call) (json.RawMessage, error) {
+	key, err := kvKey(c, c.str("key"))
+	if err != nil {
+		return nil, err
+	}
+	val, err := c.rawField("value")
+	if err != nil {
+		return nil, argErr(c, "value is not JSON")
+	}
+	if len(val) > MaxKVValueBytes {
+		return nil, argErr(c, fmt.Sprintf("value is %d bytes of JSON; at most %d are stored", len(val), MaxKVValueBytes))
+	}
+	if err := c.router.store.KVPut(ctx, c.caller.PID, key, val); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(`{}`), nil
+}
+
+func runKVDelete(ctx context.Context, c *call) (json.RawMessage, error) {
+	key, err := kvKey(c, c.str("key"))
+	if err != nil {
+		return nil, err
+	}
+	deleted, err := c.router.store.KVDelete(ctx, c.caller.PID, key)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		Deleted bool `json:"deleted"`
+	}{deleted})
+}
+
+// Cursors are opaque to the guest: a version letter and the last key returned, in
+// base64url. A cursor only ever resumes within its own prefix of the caller's own space.
+const cursorVersion = "k"
+
+func encodeCursor(after string) string {
+	return cursorVersion + base64.RawURLEncoding.EncodeToString([]byte(after))
+}
+
+func decodeCursor(s string) (string, bool) {
+	rest, ok := strings.CutPrefix(s, cursorVersion)
+	if !ok {
+		return "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil || len(b) == 0 || len(b) > MaxKVKeyBytes || !utf8.Valid(b) {
+		return "", false
+	}
+	return string(b), true
+}
+
+func runKVList(ctx context.Context, c *call) (json.RawMessage, error) {
+	prefix := c.str("prefix")
+	if len(prefix) > MaxKVKeyBytes {
+		return nil, argErr(c, fmt.Sprintf("prefix must be at most %d bytes", MaxKVKeyBytes))
+	}
+	limit := DefaultKVListLimit
+	if n, ok := c.args["limit"].(json.Number); ok {
+		v, err := strconv.Atoi(string(n))
+		if err != nil {
+			// The schema allows 1.0; it is still an integer.
+			f, ferr := n.Float64()
+			if ferr != nil {
+				return nil, argErr(c, "limit is not an integer")
+			}
+			v = int(f)
+		}
+		limit = v
+	}
+	var after string
+	if cur, ok := c.args["cursor"].(string); ok {
+		a, ok := decodeCursor(cur)
+		if !ok || !strings.HasPrefix(a, prefix) {
+			return nil, argErr(c, "cursor is not one this prefix returned")
+		}
+		after = a
+	}
+	keys, more, err := c.router.store.KVList(ctx, c.caller.PID, prefix, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	var next *string
+	if more && len(keys) > 0 {
+		s := encodeCursor(keys[len(keys)-1])
+		next = &s
+	}
+	return json.Marshal(struct {
+		Keys       []string `json:"keys"`
+		NextCursor *string  `json:"next_cursor"`
+	}{keys, next})
+}
+
+// --- tools ---
+
+var toolsCall = provider{name: "tools", run: runToolsCall}
+
+func runToolsCall(ctx context.Context, c *call) (json.RawMessage, error) {
+	depth := c.caller.Depth + 1
+	if depth > c.router.maxDepth {
+		return nil, errorf(CodeLimitExceeded,
+			fmt.Sprintf("tools.call: nesting depth %d exceeds the bound of %d", depth, c.router.maxDepth), nil)
+	}
+	if c.caller.Tools == nil {
+		return nil, errorf(CodeProviderFailed, "tools.call: no tool caller is available to this process", nil)
+	}
+	args, err := c.rawField("arguments")
+	if err != nil {
+		return nil, argErr(c, "arguments is not JSON")
+	}
+	return c.caller.Tools.CallTool(ctx, c.caller.PID, c.str("tool"), args, depth)
+}

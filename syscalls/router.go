@@ -1,0 +1,344 @@
+package syscalls
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentlibos/libos/syscalls/internal/jsonv"
+)
+
+// Store is what the router needs from package store: the durable event log, the
+// per-process key/value space and budget counters. *store.Store satisfies it through
+// StoreAdapter.
+type Store interface {
+	// AppendEvent appends one event to the process's durable, hash-chained log.
+	AppendEvent(ctx context.Context, pid, typ string, data json.RawMessage) error
+	KVGet(ctx context.Context, pid, key string) (value []byte, found bool, err error)
+	KVPut(ctx context.Context, pid, key string, value []byte) error
+	KVDelete(ctx context.Context, pid, key string) (deleted bool, err error)
+	// KVList returns up to limit keys with prefix that sort after after (all keys with
+	// prefix when after is empty), in byte order, and whether more follow.
+	KVList(ctx context.Context, pid, prefix, after string, limit int) (keys []string, more bool, err error)
+	// ChargeBudgets adds one to each named counter of pid, atomically, unless that would
+	// take any counter past its limit; then it changes nothing and returns the name of
+	// the first exhausted budget.
+	ChargeBudgets(ctx context.Context, pid string, limits map[string]int64) (exhausted string, err error)
+}
+
+// EventSyscall is the type of the audit event every syscall decision writes.
+const EventSyscall = "syscall"
+
+// Defaults of RouterConfig.
+const (
+	DefaultMaxToolDepth    = 4
+	DefaultApprovalTimeout = 2 * time.Minute
+)
+
+// RouterConfig configures a Router. Only Store is required.
+type RouterConfig struct {
+	// Store keeps kv data, budgets and the audit log. Required.
+	Store Store
+	// Clock backs clock.now. Nil means the system clock.
+	Clock Clock
+	// MaxToolDepth bounds nested tools.call; zero means DefaultMaxToolDepth.
+	MaxToolDepth int
+	// ApprovalTimeout bounds how long a call waits for an approval decision, on top of
+	// the call's own deadline; zero means DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
+}
+
+// Router is the production syscall path. It is safe for concurrent use; For binds it to
+// one caller.
+type Router struct {
+	store           Store
+	clock           Clock
+	maxDepth        int
+	approvalTimeout time.Duration
+	routes          map[string]*route
+}
+
+// NewRouter checks cfg and compiles the route table (once per program).
+func NewRouter(cfg RouterConfig) (*Router, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("syscalls: RouterConfig.Store is required")
+	}
+	rs, err := routes()
+	if err != nil {
+		return nil, err
+	}
+	r := &Router{
+		store:           cfg.Store,
+		clock:           cfg.Clock,
+		maxDepth:        cfg.MaxToolDepth,
+		approvalTimeout: cfg.ApprovalTimeout,
+		routes:          rs,
+	}
+	if r.clock == nil {
+		r.clock = ClockFunc(time.Now)
+	}
+	if r.maxDepth <= 0 {
+		r.maxDepth = DefaultMaxToolDepth
+	}
+	if r.approvalTimeout <= 0 {
+		r.approvalTimeout = DefaultApprovalTimeout
+	}
+	return r, nil
+}
+
+// Bound is a Router bound to one caller: what the engine hands to wasm.Run.
+type Bound struct {
+	r      *Router
+	caller Caller
+}
+
+// For binds the router to caller. The result implements wasm.Syscaller.
+func (r *Router) For(caller Caller) *Bound {
+	return &Bound{r: r, caller: caller}
+}
+
+// Syscall runs one call: route lookup → argument validation → capability → approval →
+// budget → provider → result validation → audit event. Every outcome, allowed or
+// denied, is one audit event; a call whose event cannot be written fails.
+func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	start := time.Now()
+	ev := auditEvent{Route: clip(name, 64), Tool: b.caller.Tool, Depth: b.caller.Depth}
+	ev.noteArgs(args)
+	result, err := b.run(ctx, name, args, &ev)
+	if err != nil {
+		var se *Error
+		if !errors.As(err, &se) {
+			se = errorf(CodeProviderFailed, "provider failed", err)
+			err = se
+		}
+		ev.Decision, ev.Code, ev.Reason = "denied", se.Code, se.Message
+		if ev.Stage == "provider" || ev.Stage == "result" {
+			ev.Decision = "allowed" // the call was authorised; what failed is the provider
+		}
+	} else {
+		ev.Decision = "allowed"
+		ev.Stage = "done"
+		sum := sha256.Sum256(result)
+		ev.ResultSHA256 = hex.EncodeToString(sum[:])
+	}
+	ev.DurationMicros = time.Since(start).Microseconds()
+	if aerr := b.audit(ctx, &ev); aerr != nil {
+		// Nothing unaudited is acknowledged. The provider may have run: the error says so.
+		msg := "could not record the audit event"
+		if ev.Stage == "done" || ev.Stage == "result" || ev.Stage == "provider" {
+			msg += " after the provider ran; its effects may have happened"
+		}
+		return nil, errorf(CodeAuditFailed, msg, aerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return result, nil
+}
+
+func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *auditEvent) (json.RawMessage, error) {
+	c := &b.caller
+	ev.Stage = "route"
+	rt, ok := b.r.routes[name]
+	if !ok {
+		return nil, &Error{Code: CodeUnknownSyscall, Message: unknownSyscallMessage}
+	}
+
+	ev.Stage = "args"
+	argv, err := validateArgs(rt, args)
+	if err != nil {
+		return nil, err
+	}
+
+	ev.Stage = "capability"
+	ev.Capability = string(rt.auth.capability)
+	if c.Capabilities == nil || !c.Capabilities.Has(rt.auth.capability) {
+		return nil, errorf(CodeCapabilityDenied,
+			fmt.Sprintf("%s requires capability %s, which this process does not hold", rt.name, rt.auth.capability), nil)
+	}
+
+	ev.Stage = "approval"
+	if class := effectiveApproval(rt, c); class == ApprovalOperator {
+		ev.Approval = &auditApproval{Class: string(class)}
+		if err := b.approve(ctx, rt, args, ev.Approval); err != nil {
+			return nil, err
+		}
+	}
+
+	ev.Stage = "budget"
+	if limits := applicableBudgets(rt.name, c.Budgets); len(limits) > 0 {
+		exhausted, err := b.r.store.ChargeBudgets(ctx, c.PID, limits)
+		if err != nil {
+			return nil, errorf(CodeProviderFailed, "could not charge the budget", err)
+		}
+		if exhausted != "" {
+			return nil, errorf(CodeBudgetExceeded,
+				fmt.Sprintf("budget %s (%d calls) is spent", exhausted, limits[exhausted]), nil)
+		}
+	}
+
+	ev.Stage = "provider"
+	cl := &call{router: b.r, caller: c, route: rt, raw: args, args: argv}
+	out, err := rt.provider.run(ctx, cl)
+	if err != nil {
+		var se *Error
+		if errors.As(err, &se) {
+			return nil, err
+		}
+		return nil, errorf(CodeProviderFailed, rt.name+": "+err.Error(), err)
+	}
+
+	ev.Stage = "result"
+	v, err := jsonv.Decode(out)
+	if err != nil {
+		return nil, errorf(CodeProviderFailed, rt.name+": result is not JSON: "+err.Error(), err)
+	}
+	if err := rt.resultSchema.Validate(v); err != nil {
+		return nil, errorf(CodeProviderFailed, rt.name+": result does not match the route's result schema: "+schemaMessage(err), err)
+	}
+	return out, nil
+}
+
+// validateArgs decodes args strictly and checks them against the route's schema.
+func validateArgs(rt *route, args json.RawMessage) (map[string]any, error) {
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	v, err := jsonv.Decode(args)
+	if err != nil {
+		return nil, errorf(CodeArgumentInvalid, rt.name+": arguments are not valid JSON: "+err.Error(), err)
+	}
+	if err := rt.argsSchema.Validate(v); err != nil {
+		return nil, errorf(CodeArgumentInvalid, rt.name+": "+schemaMessage(err), err)
+	}
+	obj, _ := v.(map[string]any) // every args schema demands an object
+	return obj, nil
+}
+
+func effectiveApproval(rt *route, c *Caller) ApprovalClass {
+	if rt.auth.approval == ApprovalOperator || c.Approvals[rt.name] == ApprovalOperator {
+		return ApprovalOperator
+	}
+	return ApprovalNone
+}
+
+// approve asks the caller's approver, bounded by the call's deadline and the router's
+// approval timeout.
+func (b *Bound) approve(ctx context.Context, rt *route, args json.RawMessage, rec *auditApproval) error {
+	c := &b.caller
+	if c.Approver == nil {
+		rec.Reason = "no approver"
+		return errorf(CodeApprovalDenied, rt.name+" needs operator approval and no approver is available", nil)
+	}
+	actx, cancel := context.WithTimeout(ctx, b.r.approvalTimeout)
+	defer cancel()
+	deadline, _ := actx.Deadline()
+	d, err := c.Approver.Approve(actx, ApprovalRequest{
+		PID: c.PID, Tool: c.Tool, Route: rt.name, Capability: rt.auth.capability,
+		Effect: rt.auth.effect, Args: append(json.RawMessage(nil), args...), Deadline: deadline,
+	})
+	if actx.Err() != nil { // a decision after the deadline is ignored
+		rec.Reason = "no decision before the deadline"
+		return errorf(CodeApprovalTimeout, rt.name+": no approval decision before the deadline", actx.Err())
+	}
+	if err != nil {
+		rec.Reason = err.Error()
+		return errorf(CodeApprovalDenied, rt.name+": approval failed: "+err.Error(), err)
+	}
+	rec.By, rec.Approved = d.By, d.Approved
+	if !d.Approved {
+		rec.Reason = d.Reason
+		msg := rt.name + ": approval denied"
+		if d.Reason != "" {
+			msg += ": " + d.Reason
+		}
+		return errorf(CodeApprovalDenied, msg, nil)
+	}
+	return nil
+}
+
+// applicableBudgets picks the caller's budgets that count this route: all syscalls, its
+// area, the route itself.
+func applicableBudgets(name string, budgets map[string]int64) map[string]int64 {
+	if len(budgets) == 0 {
+		return nil
+	}
+	area, _, _ := strings.Cut(name, ".")
+	var out map[string]int64
+	for _, k := range []string{BudgetAll, area, name} {
+		if limit, ok := budgets[k]; ok {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[k] = limit
+		}
+	}
+	return out
+}
+
+// auditEvent is the data of one EventSyscall event.
+type auditEvent struct {
+	Route          string         `json:"route"`
+	Tool           string         `json:"tool,omitempty"`
+	Depth          int            `json:"depth"`
+	Decision       string         `json:"decision"` // allowed | denied
+	Stage          string         `json:"stage"`    // where it stopped: route, args, capability, approval, budget, provider, result, done
+	Code           string         `json:"code,omitempty"`
+	Reason         string         `json:"reason,omitempty"`
+	Capability     string         `json:"capability,omitempty"`
+	Approval       *auditApproval `json:"approval,omitempty"`
+	Args           json.RawMessage `json:"args,omitempty"` // kept whole when small
+	ArgsBytes      int            `json:"args_bytes"`
+	ArgsSHA256     string         `json:"args_sha256"`
+	ResultSHA256   string         `json:"result_sha256,omitempty"`
+	DurationMicros int64          `json:"duration_us"`
+}
+
+type auditApproval struct {
+	Class    string `json:"class"`
+	Approved bool   `json:"approved"`
+	By       string `json:"by,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// maxAuditArgs is the largest argument text kept whole in an audit event; larger ones
+// are kept as their digest and size.
+const maxAuditArgs = 1024
+
+func (ev *auditEvent) noteArgs(args json.RawMessage) {
+	sum := sha256.Sum256(args)
+	ev.ArgsSHA256 = hex.EncodeToString(sum[:])
+	ev.ArgsBytes = len(args)
+	if len(args) <= maxAuditArgs && json.Valid(args) {
+		ev.Args = append(json.RawMessage(nil), args...)
+	}
+}
+
+func (b *Bound) audit(ctx context.Context, ev *auditEvent) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	// The event is written even when the call's context is done (a timeout is itself a
+	// decision worth recording), but not forever.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return b.r.store.AppendEvent(actx, b.caller.PID, EventSyscall, data)
+}
+
+// clip cuts s to at most n bytes of valid UTF-8, for names the guest chose.
+func clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,348 @@
+package syscalls
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/agentlibos/libos/syscalls/internal/jsonv"
+)
+
+// TapeEntry is one ordered mock of a test's syscall tape:
+//
+//	{"name": "clock.now", "args": {...}, "result": {...}}
+//	{"name": "kv.get", "payload": {...}}                      // payload is an alias of result
+//	{"name": "clock.now", "ok": false, "error": "store offline"}
+//	{"name": "clock.now", "ok": false, "error": {"code": "capability_denied", "message": "…"}}
+//
+// Args, when present (even null), must equal the call's arguments as a JSON value.
+type TapeEntry struct {
+	Name string
+	// Args is nil when the entry does not check the arguments.
+	Args json.RawMessage
+	// Result is what the call resolves with; unused when Error is set.
+	Result json.RawMessage
+	// Error, when set, rejects the call's Promise with this code and message.
+	Error *TapeError
+}
+
+// TapeError is the rejection an ok:false entry produces in the guest. Both fields reach
+// the guest verbatim.
+type TapeError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// codeToken is what an error string must look like to be used as the code as well as
+// the message: `"error": "capability_denied"` rejects with code capability_denied.
+var codeToken = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+var tapeEntryKeys = map[string]bool{"name": true, "args": true, "result": true, "payload": true, "ok": true, "error": true}
+
+// UnmarshalJSON decodes one entry strictly: no unknown or duplicate keys, exactly one of
+// result / payload / (ok:false + error).
+func (e *TapeEntry) UnmarshalJSON(data []byte) error {
+	v, err := jsonv.Decode(data)
+	if err != nil {
+		return tapeInvalid("entry is not valid JSON: " + err.Error())
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return tapeInvalid("entry is not a JSON object")
+	}
+	var unknown []string
+	for k := range obj {
+		if !tapeEntryKeys[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return tapeInvalid(fmt.Sprintf("unknown key %q (an entry has name, args, result or payload, ok, error)", unknown[0]))
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil { // safe: keys are unique, checked above
+		return tapeInvalid(err.Error())
+	}
+	var out TapeEntry
+	name, ok := obj["name"].(string)
+	if !ok || name == "" {
+		return tapeInvalid(`"name" must be a non-empty string`)
+	}
+	out.Name = name
+	if a, ok := raw["args"]; ok {
+		out.Args = compact(a)
+	}
+	res, hasResult := raw["result"]
+	pay, hasPayload := raw["payload"]
+	if hasResult && hasPayload {
+		return tapeInvalid(`"result" and "payload" are the same field; give one`)
+	}
+	if hasPayload {
+		res, hasResult = pay, true
+	}
+	okv, hasOK := obj["ok"]
+	okb, okIsBool := okv.(bool)
+	if hasOK && !okIsBool {
+		return tapeInvalid(`"ok" must be a boolean`)
+	}
+	errv, hasErr := obj["error"]
+	switch {
+	case hasOK && !okb:
+		if hasResult {
+			return tapeInvalid(`an ok:false entry has "error", not "result"`)
+		}
+		if !hasErr {
+			return tapeInvalid(`an ok:false entry needs "error" (a string or {code, message})`)
+		}
+		te, err := decodeTapeError(errv)
+		if err != nil {
+			return err
+		}
+		out.Error = te
+	case hasErr:
+		return tapeInvalid(`"error" needs "ok": false`)
+	case !hasResult:
+		return tapeInvalid(`an entry needs "result" (or "payload"), or "ok": false with "error"`)
+	default:
+		out.Result = compact(res)
+	}
+	*e = out
+	return nil
+}
+
+func decodeTapeError(v any) (*TapeError, error) {
+	switch x := v.(type) {
+	case string:
+		te := &TapeError{Code: CodeProviderFailed, Message: x}
+		if codeToken.MatchString(x) {
+			te.Code = x
+		}
+		return te, nil
+	case map[string]any:
+		for k := range x {
+			if k != "code" && k != "message" {
+				return nil, tapeInvalid(fmt.Sprintf(`unknown key %q in "error" (it has code and message)`, k))
+			}
+		}
+		code, ok := x["code"].(string)
+		if !ok || code == "" {
+			return nil, tapeInvalid(`"error.code" must be a non-empty string`)
+		}
+		msg := code
+		if m, present := x["message"]; present {
+			if msg, ok = m.(string); !ok {
+				return nil, tapeInvalid(`"error.message" must be a string`)
+			}
+		}
+		return &TapeError{Code: code, Message: msg}, nil
+	}
+	return nil, tapeInvalid(`"error" must be a string or {code, message}`)
+}
+
+// MarshalJSON writes the entry in its canonical form (result, never payload).
+func (e TapeEntry) MarshalJSON() ([]byte, error) {
+	type wire struct {
+		Name   string          `json:"name"`
+		Args   json.RawMessage `json:"args,omitempty"`
+		Result json.RawMessage `json:"result,omitempty"`
+		OK     *bool           `json:"ok,omitempty"`
+		Error  *TapeError      `json:"error,omitempty"`
+	}
+	w := wire{Name: e.Name, Args: e.Args}
+	if e.Error != nil {
+		f := false
+		w.OK, w.Error = &f, e.Error
+	} else {
+		w.Result = e.Result
+		if len(w.Result) == 0 {
+			w.Result = json.RawMessage("null")
+		}
+	}
+	return json.Marshal(w)
+}
+
+// ParseTape decodes a JSON array of entries strictly.
+func ParseTape(data []byte) ([]TapeEntry, error) {
+	v, err := jsonv.Decode(data)
+	if err != nil {
+		return nil, tapeInvalid("tape is not valid JSON: " + err.Error())
+	}
+	if _, ok := v.([]any); !ok {
+		return nil, tapeInvalid("tape is not a JSON array")
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil {
+		return nil, tapeInvalid(err.Error())
+	}
+	out := make([]TapeEntry, len(raws))
+	for i, r := range raws {
+		if err := out[i].UnmarshalJSON(r); err != nil {
+			return nil, atEntry(i, err)
+		}
+	}
+	return out, nil
+}
+
+// Tape replays ordered mocks in place of every provider during validation. No provider,
+// capability, approval or budget is consulted: a tape proves a tool's logic, not its
+// authority. A Tape serves one test run; it implements wasm.Syscaller.
+type Tape struct {
+	mu       sync.Mutex
+	entries  []tapeEntry
+	next     int   // index of the next entry to consume
+	calls    int   // calls observed
+	failure  error // the first mismatch; sticky, even if the guest caught it
+	finished bool
+}
+
+type tapeEntry struct {
+	TapeEntry
+	args any // decoded Args, nil when unchecked
+}
+
+// NewTape checks entries and returns a player positioned at the first one.
+func NewTape(entries []TapeEntry) (*Tape, error) {
+	t := &Tape{entries: make([]tapeEntry, len(entries))}
+	for i, e := range entries {
+		te := tapeEntry{TapeEntry: e}
+		if e.Name == "" {
+			return nil, atEntry(i, tapeInvalid(`"name" must be a non-empty string`))
+		}
+		if e.Args != nil {
+			v, err := jsonv.Decode(e.Args)
+			if err != nil {
+				return nil, atEntry(i, tapeInvalid("args are not valid JSON: "+err.Error()))
+			}
+			te.args = v
+		}
+		if e.Error == nil {
+			if len(e.Result) == 0 {
+				te.Result = json.RawMessage("null")
+			} else if _, err := jsonv.Decode(e.Result); err != nil {
+				return nil, atEntry(i, tapeInvalid("result is not valid JSON: "+err.Error()))
+			}
+		} else if e.Error.Code == "" {
+			return nil, atEntry(i, tapeInvalid(`"error.code" must be a non-empty string`))
+		}
+		t.entries[i] = te
+	}
+	return t, nil
+}
+
+// Syscall consumes the next entry. A call that does not match it (name, arguments, or
+// no entry left) rejects with tape_mismatch and fails the test for good, even if the
+// guest catches the rejection.
+func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	call := t.calls
+	t.calls++
+	if t.failure != nil {
+		return nil, t.failure
+	}
+	observed, decErr := jsonv.Decode(args)
+	if t.next >= len(t.entries) {
+		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
+			"tape: call %d is %s %s but the tape has no entry left (%d given)",
+			call, clip(name, 64), shortArgs(args), len(t.entries)), nil))
+	}
+	i := t.next
+	e := &t.entries[i]
+	if name != e.Name {
+		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
+			"tape entry %d: expected %s, observed %s %s", i, e.Name, clip(name, 64), shortArgs(args)), nil))
+	}
+	if decErr != nil {
+		return nil, t.fail(errorf(CodeArgumentInvalid, fmt.Sprintf(
+			"tape entry %d (%s): arguments are not valid JSON: %v", i, e.Name, decErr), decErr))
+	}
+	if e.Args != nil && !jsonv.Equal(e.args, observed) {
+		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
+			"tape entry %d (%s): expected args %s, observed %s", i, e.Name, shortArgs(e.Args), shortArgs(args)), nil))
+	}
+	// The call must also be one production could run: a known route with arguments
+	// that pass its schema. Unknown routes get the same fixed error as in production.
+	rs, err := routes()
+	if err != nil {
+		return nil, t.fail(errorf(CodeProviderFailed, "route table: "+err.Error(), err))
+	}
+	rt, ok := rs[name]
+	if !ok {
+		return nil, t.fail(&Error{Code: CodeUnknownSyscall, Message: unknownSyscallMessage})
+	}
+	if _, err := validateArgs(rt, args); err != nil {
+		var se *Error
+		errors.As(err, &se)
+		return nil, t.fail(errorf(se.Code, fmt.Sprintf("tape entry %d: %s", i, strings.TrimPrefix(se.Message, "syscalls: ")), err))
+	}
+	t.next++
+	if e.Error != nil {
+		return nil, &Error{Code: e.Error.Code, Message: e.Error.Message}
+	}
+	return append(json.RawMessage(nil), e.Result...), nil
+}
+
+func (t *Tape) fail(err *Error) error {
+	if t.failure == nil {
+		t.failure = err
+	}
+	return t.failure
+}
+
+// Finish ends the run and says whether the tape was followed: the first mismatch (even
+// one the guest caught), else entries left over. It is nil when every entry was
+// consumed in order.
+func (t *Tape) Finish() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.finished = true
+	if t.failure != nil {
+		return t.failure
+	}
+	if left := len(t.entries) - t.next; left > 0 {
+		e := t.entries[t.next]
+		return errorf(CodeTapeLeftover, fmt.Sprintf(
+			"tape: %d of %d entries left over; entry %d (%s %s) was never called",
+			left, len(t.entries), t.next, e.Name, shortArgs(e.Args)), nil)
+	}
+	return nil
+}
+
+// Consumed is how many entries matched so far.
+func (t *Tape) Consumed() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.next
+}
+
+func tapeInvalid(msg string) *Error { return errorf(CodeTapeInvalid, "tape: "+msg, nil) }
+
+func atEntry(i int, err error) error {
+	var se *Error
+	if errors.As(err, &se) {
+		return errorf(se.Code, fmt.Sprintf("tape entry %d: %s", i, strings.TrimPrefix(se.Message, "syscalls: tape: ")), err)
+	}
+	return err
+}
+
+func shortArgs(a json.RawMessage) string {
+	if a == nil {
+		return "(any args)"
+	}
+	return jsonv.Short(a, 200)
+}
+
+func compact(b json.RawMessage) json.RawMessage {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return append(json.RawMessage(nil), b...)
+	}
+	return buf.Bytes()
+}
