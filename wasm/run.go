@@ -141,9 +141,15 @@ func (e *Engine) resolve(l Limits) Limits {
 // Value but with the logs and stats gathered so far. Other errors (ErrClosed, a guest
 // that cannot be instantiated) come with a nil Result.
 func (e *Engine) Run(ctx context.Context, program string, args json.RawMessage, sys Syscaller, opts Options) (*Result, error) {
+	res, _, err := e.run(ctx, program, args, sys, opts)
+	return res, err
+}
+
+// run is Run that also hands back the call's state, for benchmarks that report on it.
+func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, sys Syscaller, opts Options) (*Result, *call, error) {
 	start := time.Now()
 	if !e.enter() {
-		return nil, fmt.Errorf("wasm: run: %w", ErrClosed)
+		return nil, nil, fmt.Errorf("wasm: run: %w", ErrClosed)
 	}
 	defer e.inflight.Done()
 
@@ -154,15 +160,15 @@ func (e *Engine) Run(ctx context.Context, program string, args json.RawMessage, 
 	}
 	res := &Result{}
 	if !json.Valid(args) || args[0] != '{' {
-		return res, &Error{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"}
+		return res, nil, &Error{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"}
 	}
 	if ctx.Err() != nil {
-		return res, &Error{Code: CodeCanceled, Message: "context done before the call started"}
+		return res, nil, &Error{Code: CodeCanceled, Message: "context done before the call started"}
 	}
 
 	in, err := e.get(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer e.put(context.WithoutCancel(ctx), in)
 
@@ -184,9 +190,9 @@ func (e *Engine) Run(ctx context.Context, program string, args json.RawMessage, 
 	res.Stats = Stats{Duration: time.Since(start), Syscalls: min(c.syscalls, lim.Syscalls), PeakMemory: int64(in.mem.Size())}
 	if gerr != nil {
 		res.Value = nil
-		return res, gerr
+		return res, c, gerr
 	}
-	return res, nil
+	return res, c, nil
 }
 
 // call runs libos_run on the instance and fills res.Value, or returns the *Error.

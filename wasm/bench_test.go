@@ -1,0 +1,246 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Benchmarks for the figures the sandbox promises: tiny call ≤ 300 µs p50, instance ≤ 1 ms,
+// warm-cache compile ≤ 30 ms, CPU loop ≤ 2× native with the time limit on, the time limit
+// costing ≤ 1.2×. Run with: go test -run '^$' -bench . ./wasm/
+
+// reportP50 adds the median of per-op durations as a metric: the target is a p50, and
+// ns/op is a mean that one slow outlier (a GC, a new instance) moves.
+func reportP50(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Microseconds()), "p50-µs")
+}
+
+func BenchmarkInstance(b *testing.B) {
+	e := newHostTestEngine(b, Config{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		in, err := e.newInstance(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		in.close(ctx)
+	}
+}
+
+// A tiny run(): sum of 10 numbers, each call with a fresh JS runtime and context.
+func BenchmarkTinyRun(b *testing.B) {
+	e := newHostTestEngine(b, Config{})
+	ctx := context.Background()
+	args := json.RawMessage(sumArgs)
+	var d []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		t0 := time.Now()
+		res, err := e.Run(ctx, sumProgram, args, nil, Options{Seed: 1})
+		d = append(d, time.Since(t0))
+		if err != nil || string(res.Value) != `{"sum":55}` {
+			b.Fatal(res, err)
+		}
+	}
+	reportP50(b, d)
+}
+
+var echoSyscaller = syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	return args, nil
+})
+
+// One syscall round trip: guest → host → Syscaller → guest, Promise resolved. Measured as
+// 1000 sequential awaited syscalls in one call, reported per syscall.
+func BenchmarkSyscallRoundTrip(b *testing.B) {
+	e := newHostTestEngine(b, Config{})
+	ctx := context.Background()
+	const n = 1000
+	prog := `async function run(a, libos) { let s = 0; for (let i = 0; i < a.n; i++) s += (await libos.syscall("echo", {i})).i; return s; }`
+	args := json.RawMessage(`{"n":` + strconv.Itoa(n) + `}`)
+	opts := Options{Seed: 1, Limits: Limits{Syscalls: n}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Run(ctx, prog, args, echoSyscaller, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/syscall")
+}
+
+// A whole async run that awaits one syscall.
+func BenchmarkAsyncRunOneSyscall(b *testing.B) {
+	e := newHostTestEngine(b, Config{})
+	ctx := context.Background()
+	prog := `async function run(a, libos) { const r = await libos.syscall("clock.now", {timezone: a.tz}); return {tz: r.timezone}; }`
+	args := json.RawMessage(`{"tz":"UTC"}`)
+	var d []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		res, err := e.Run(ctx, prog, args, echoSyscaller, Options{Seed: 1})
+		d = append(d, time.Since(t0))
+		if err != nil || string(res.Value) != `{"tz":"UTC"}` {
+			b.Fatal(res, err)
+		}
+	}
+	reportP50(b, d)
+}
+
+const cpuLoopProgram = `function run() { let s = 0; for (let i = 0; i < 5e6; i++) s += i * i; return s; }`
+
+// The CPU loop with the time limit on (poll checks the stop flag) and off (poll answers
+// "continue" without looking). The guest calls poll either way, so the difference is the
+// check; BenchmarkPollImport measures the call itself and polls/op says how many there
+// were, which together bound what the whole mechanism costs.
+func BenchmarkCPULoop(b *testing.B) {
+	e := newHostTestEngine(b, Config{})
+	ctx := context.Background()
+	for _, on := range []bool{true, false} {
+		name := "timelimit=on"
+		if !on {
+			name = "timelimit=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			opts := Options{Seed: 1, noPoll: !on, Limits: Limits{WallTime: time.Minute}}
+			var polls int64
+			for b.Loop() {
+				res, c, err := e.run(ctx, cpuLoopProgram, nil, nil, opts)
+				if err != nil || string(res.Value) != "41666654166667500000" {
+					b.Fatal(res, err)
+				}
+				polls += c.polls
+			}
+			b.ReportMetric(float64(polls)/float64(b.N), "polls/op")
+		})
+	}
+}
+
+// pollLoopWasm is a hand-assembled module: loop(n) calls the imported libos.poll n times.
+// It measures one guest → host poll round trip through the real import.
+var pollLoopWasm = []byte{
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+	// types: () → i32, (i32) → ()
+	0x01, 0x09, 0x02, 0x60, 0x00, 0x01, 0x7f, 0x60, 0x01, 0x7f, 0x00,
+	// import libos.poll : type 0
+	0x02, 0x0e, 0x01, 0x05, 'l', 'i', 'b', 'o', 's', 0x04, 'p', 'o', 'l', 'l', 0x00, 0x00,
+	// one function of type 1
+	0x03, 0x02, 0x01, 0x01,
+	// export "loop" = func 1
+	0x07, 0x08, 0x01, 0x04, 'l', 'o', 'o', 'p', 0x00, 0x01,
+	// code: loop { call 0; drop; local.tee 0 (local.get 0 - 1); br_if 0 }
+	0x0a, 0x13, 0x01, 0x11, 0x00,
+	0x03, 0x40, 0x10, 0x00, 0x1a, 0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, 0x0d, 0x00, 0x0b, 0x0b,
+}
+
+func BenchmarkPollImport(b *testing.B) {
+	e := newHostTestEngine(b, Config{})
+	ctx := context.Background()
+	mod, err := e.rt.Instantiate(ctx, pollLoopWasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mod.Close(ctx)
+	c := &call{}
+	cctx := context.WithValue(ctx, callKey{}, c)
+	loop := mod.ExportedFunction("loop")
+	const n = 100000
+	for b.Loop() {
+		if _, err := loop.Call(cctx, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/poll")
+}
+
+// Compile in a fresh Engine from a warm on-disk cache, as a new process would.
+func BenchmarkCompileWarmCache(b *testing.B) {
+	dir := b.TempDir()
+	ctx := context.Background()
+	warm, err := NewEngine(ctx, Config{CacheDir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	warm.Close(ctx)
+	for b.Loop() {
+		e, err := NewEngine(ctx, Config{CacheDir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.Close(ctx)
+	}
+}
+
+func BenchmarkCompileCold(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		e, err := NewEngine(ctx, Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.Close(ctx)
+	}
+}
+
+// The same CPU loop in the same QuickJS sources compiled natively (make native builds it;
+// make bench names it in LIBOS_NATIVE_BENCH), to report the wasm/native ratio.
+func BenchmarkNativeCPULoop(b *testing.B) {
+	bin := os.Getenv("LIBOS_NATIVE_BENCH")
+	if bin == "" {
+		b.Skip("LIBOS_NATIVE_BENCH does not name the native qjs-bench binary")
+	}
+	script := filepath.Join(b.TempDir(), "loop.js")
+	if err := os.WriteFile(script, []byte(cpuLoopProgram+"\nrun();\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		out, err := exec.Command(bin, script).CombinedOutput()
+		if err != nil {
+			b.Fatalf("%s: %v\n%s", bin, err, out)
+		}
+		_ = strings.TrimSpace(string(out))
+	}
+}
+
+// How long each runaway takes to stop, as a multiple of its wall-time budget (the promise
+// is ≤ 2× for the time-bound ones).
+func BenchmarkRunaway(b *testing.B) {
+	blocking := syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	e := newHostTestEngine(b, Config{})
+	for _, tc := range runaways {
+		if tc.limit != LimitWallTime {
+			continue
+		}
+		b.Run(strings.ReplaceAll(tc.name, " ", "_"), func(b *testing.B) {
+			var sys Syscaller
+			if tc.blocks {
+				sys = blocking
+			}
+			var worst time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				_, err := e.Run(context.Background(), tc.program, nil, sys, Options{Limits: Limits{WallTime: tc.wall}})
+				worst = max(worst, time.Since(t0))
+				if err == nil {
+					b.Fatal("runaway finished")
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(tc.wall), "×budget")
+			b.ReportMetric(float64(worst)/float64(tc.wall), "worst-×budget")
+		})
+	}
+}
