@@ -283,20 +283,20 @@ func applicableBudgets(name string, budgets map[string]int64) map[string]int64 {
 
 // auditEvent is the data of one EventSyscall event.
 type auditEvent struct {
-	Route          string         `json:"route"`
-	Tool           string         `json:"tool,omitempty"`
-	Depth          int            `json:"depth"`
-	Decision       string         `json:"decision"` // allowed | denied
-	Stage          string         `json:"stage"`    // where it stopped: route, args, capability, approval, budget, provider, result, done
-	Code           string         `json:"code,omitempty"`
-	Reason         string         `json:"reason,omitempty"`
-	Capability     string         `json:"capability,omitempty"`
-	Approval       *auditApproval `json:"approval,omitempty"`
+	Route          string          `json:"route"`
+	Tool           string          `json:"tool,omitempty"`
+	Depth          int             `json:"depth"`
+	Decision       string          `json:"decision"` // allowed | denied
+	Stage          string          `json:"stage"`    // where it stopped: route, args, capability, approval, budget, provider, result, done
+	Code           string          `json:"code,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	Capability     string          `json:"capability,omitempty"`
+	Approval       *auditApproval  `json:"approval,omitempty"`
 	Args           json.RawMessage `json:"args,omitempty"` // kept whole when small
-	ArgsBytes      int            `json:"args_bytes"`
-	ArgsSHA256     string         `json:"args_sha256"`
-	ResultSHA256   string         `json:"result_sha256,omitempty"`
-	DurationMicros int64          `json:"duration_us"`
+	ArgsBytes      int             `json:"args_bytes"`
+	ArgsSHA256     string          `json:"args_sha256"`
+	ResultSHA256   string          `json:"result_sha256,omitempty"`
+	DurationMicros int64           `json:"duration_us"`
 }
 
 type auditApproval struct {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/agentlibos/libos/syscalls/internal/jsonv"
 )
@@ -170,16 +171,12 @@ func (e TapeEntry) MarshalJSON() ([]byte, error) {
 
 // ParseTape decodes a JSON array of entries strictly.
 func ParseTape(data []byte) ([]TapeEntry, error) {
-	v, err := jsonv.Decode(data)
-	if err != nil {
-		return nil, tapeInvalid("tape is not valid JSON: " + err.Error())
-	}
-	if _, ok := v.([]any); !ok {
-		return nil, tapeInvalid("tape is not a JSON array")
-	}
+	// Split the array first, then decode each entry strictly, so that an error names
+	// its entry.
 	var raws []json.RawMessage
-	if err := json.Unmarshal(data, &raws); err != nil {
-		return nil, tapeInvalid(err.Error())
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '[' || !utf8.Valid(data) || json.Unmarshal(data, &raws) != nil {
+		return nil, tapeInvalid("tape is not a JSON array of entries")
 	}
 	out := make([]TapeEntry, len(raws))
 	for i, r := range raws {

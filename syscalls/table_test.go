@@ -1,0 +1,113 @@
+package syscalls
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestTable checks the route table itself (STYLE: "a test checks the table itself").
+func TestTable(t *testing.T) {
+	rs, err := routes()
+	if err != nil {
+		t.Fatalf("the table must compile: %v", err)
+	}
+	name := regexp.MustCompile(`^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$`)
+	known := map[Capability]bool{CapClockNow: true, CapKVRead: true, CapKVWrite: true, CapToolsCall: true}
+	if len(rs) != len(table) {
+		t.Fatalf("route names must be unique: %d entries, %d names", len(table), len(rs))
+	}
+	for _, r := range table {
+		t.Run(r.name, func(t *testing.T) {
+			if !name.MatchString(r.name) {
+				t.Errorf("route names are area.verb: %q", r.name)
+			}
+			if r.doc == "" || strings.Contains(r.doc, "\n") {
+				t.Errorf("every route has a one-line doc")
+			}
+			if r.provider.name == "" || r.provider.run == nil {
+				t.Errorf("every route has a provider")
+			}
+			if r.auth.capability == "" || !known[r.auth.capability] {
+				t.Errorf("every route makes a capability decision: %q", r.auth.capability)
+			}
+			area, _, _ := strings.Cut(r.name, ".")
+			if capArea, _, _ := strings.Cut(string(r.auth.capability), ":"); capArea != area {
+				t.Errorf("a capability grants one route family: %s requires %s", r.name, r.auth.capability)
+			}
+			if r.auth.approval != ApprovalNone && r.auth.approval != ApprovalOperator {
+				t.Errorf("approval class is none or operator: %q", r.auth.approval)
+			}
+			if r.auth.effect != EffectRead && r.auth.effect != EffectWrite {
+				t.Errorf("side-effect class is read or write: %q", r.auth.effect)
+			}
+			// Args schemas are closed objects: an unknown field is rejected, never ignored.
+			var args map[string]any
+			if err := json.Unmarshal([]byte(r.args), &args); err != nil {
+				t.Fatalf("args schema: %v", err)
+			}
+			if args["type"] != "object" || args["additionalProperties"] != false {
+				t.Errorf("args schema must be an object with additionalProperties:false")
+			}
+			if !json.Valid([]byte(r.result)) {
+				t.Errorf("result schema is not JSON")
+			}
+			if rs[r.name].argsSchema == nil || rs[r.name].resultSchema == nil {
+				t.Errorf("schemas are compiled once, with the table")
+			}
+		})
+	}
+}
+
+func TestRoutesIsACopyOfTheTable(t *testing.T) {
+	got := Routes()
+	if len(got) != len(table) {
+		t.Fatalf("Routes() has %d routes, the table %d", len(got), len(table))
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i-1].Name >= got[i].Name {
+			t.Fatalf("Routes() is sorted by name")
+		}
+	}
+	byName := map[string]Route{}
+	for _, r := range got {
+		byName[r.Name] = r
+		if !json.Valid(r.ArgsSchema) || !json.Valid(r.ResultSchema) {
+			t.Fatalf("%s: schemas are JSON", r.Name)
+		}
+	}
+	want := map[string]struct {
+		c Capability
+		e SideEffect
+	}{
+		"clock.now":  {CapClockNow, EffectRead},
+		"kv.get":     {CapKVRead, EffectRead},
+		"kv.list":    {CapKVRead, EffectRead},
+		"kv.put":     {CapKVWrite, EffectWrite},
+		"kv.delete":  {CapKVWrite, EffectWrite},
+		"tools.call": {CapToolsCall, EffectWrite},
+	}
+	for n, w := range want {
+		r, ok := byName[n]
+		if !ok || r.Capability != w.c || r.Effect != w.e {
+			t.Errorf("%s: got %+v, want capability %s, effect %s", n, r, w.c, w.e)
+		}
+	}
+	got[0].Name = "changed"
+	if Routes()[0].Name == "changed" {
+		t.Fatalf("Routes() must return a copy")
+	}
+}
+
+func TestKVSchemaBoundsMatchConstants(t *testing.T) {
+	for _, r := range table {
+		if strings.HasPrefix(r.name, "kv.") && r.name != "kv.list" &&
+			!strings.Contains(r.args, `"maxLength":256`) {
+			t.Errorf("%s: the key schema must say maxLength %d", r.name, MaxKVKeyBytes)
+		}
+	}
+	if MaxKVKeyBytes != 256 || MaxKVListLimit != 1000 {
+		t.Fatalf("update the schemas in the table with the constants")
+	}
+}

@@ -1,0 +1,285 @@
+package syscalls
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// step is one syscall a simulated guest makes, and what the test expects of it.
+type step struct {
+	name, args string
+	// wantCode is the code the call must reject with; "" means it must resolve with
+	// wantResult.
+	wantCode    string
+	wantMessage string // verbatim message, when set
+	wantResult  string
+}
+
+func mustParseTape(t *testing.T, s string) []TapeEntry {
+	t.Helper()
+	es, err := ParseTape([]byte(s))
+	if err != nil {
+		t.Fatalf("ParseTape: %v", err)
+	}
+	return es
+}
+
+func TestTapeSemantics(t *testing.T) {
+	const clockUTC = `{"name":"clock.now","args":{"timezone":"UTC"},"result":{"iso8601":"2026-01-02T03:04:05+00:00","unix_seconds":1767323045,"timezone":"UTC"}}`
+	const clockResult = `{"iso8601":"2026-01-02T03:04:05+00:00","unix_seconds":1767323045,"timezone":"UTC"}`
+	cases := []struct {
+		rule  string
+		tape  string
+		steps []step
+		// finish is the code Finish must return; "" means the test passes.
+		finish    string
+		finishHas []string // substrings the failure message must contain
+	}{
+		{
+			rule:  "seed: the clock.now example, entry consumed with its result",
+			tape:  `[` + clockUTC + `]`,
+			steps: []step{{name: "clock.now", args: `{"timezone":"UTC"}`, wantResult: clockResult}},
+		},
+		{
+			rule: "Entries are consumed in order",
+			tape: `[{"name":"clock.now","args":{"timezone":"UTC"},"result":1},{"name":"clock.now","args":{"timezone":"Asia/Tokyo"},"result":2}]`,
+			steps: []step{
+				{name: "clock.now", args: `{"timezone":"UTC"}`, wantResult: `1`},
+				{name: "clock.now", args: `{"timezone":"Asia/Tokyo"}`, wantResult: `2`},
+			},
+		},
+		{
+			rule:      "A name mismatch rejects at that call; the message names the entry index, expected vs observed",
+			tape:      `[{"name":"clock.today","args":{"timezone":"UTC"},"result":{}}]`,
+			steps:     []step{{name: "clock.now", args: `{"timezone":"UTC"}`, wantCode: CodeTapeMismatch}},
+			finish:    CodeTapeMismatch,
+			finishHas: []string{"entry 0", "expected clock.today", "observed clock.now"},
+		},
+		{
+			rule:      "An args mismatch rejects at that call; the message names expected vs observed args",
+			tape:      `[{"name":"clock.now","args":{"timezone":"Etc/UTC"},"result":{}}]`,
+			steps:     []step{{name: "clock.now", args: `{"timezone":"UTC"}`, wantCode: CodeTapeMismatch}},
+			finish:    CodeTapeMismatch,
+			finishHas: []string{"entry 0", `expected args {"timezone":"Etc/UTC"}`, `observed {"timezone":"UTC"}`},
+		},
+		{
+			rule:  "args compare by JSON value: key order and number spelling do not matter",
+			tape:  `[{"name":"tools.call","args":{"arguments":{"nested":{"action":"keep"},"n":1.0},"tool":"echo"},"result":{"ok":true}}]`,
+			steps: []step{{name: "tools.call", args: `{"tool":"echo","arguments":{"n":1,"nested":{"action":"keep"}}}`, wantResult: `{"ok":true}`}},
+		},
+		{
+			rule:   "args compare types: the string \"1\" is not the number 1",
+			tape:   `[{"name":"kv.put","args":{"key":"k","value":1},"result":{}}]`,
+			steps:  []step{{name: "kv.put", args: `{"key":"k","value":"1"}`, wantCode: CodeTapeMismatch}},
+			finish: CodeTapeMismatch,
+		},
+		{
+			rule:   "args compare nesting: an extra nested key is a mismatch",
+			tape:   `[{"name":"kv.put","args":{"key":"k","value":{"a":1}},"result":{}}]`,
+			steps:  []step{{name: "kv.put", args: `{"key":"k","value":{"a":1,"b":2}}`, wantCode: CodeTapeMismatch}},
+			finish: CodeTapeMismatch,
+		},
+		{
+			rule:  "args are optional: an entry without args accepts any valid arguments",
+			tape:  `[{"name":"clock.now","result":7}]`,
+			steps: []step{{name: "clock.now", args: `{"timezone":"Europe/Paris"}`, wantResult: `7`}},
+		},
+		{
+			rule:   "args present as null must equal the call's arguments",
+			tape:   `[{"name":"clock.now","args":null,"result":7}]`,
+			steps:  []step{{name: "clock.now", args: `{"timezone":"UTC"}`, wantCode: CodeTapeMismatch}},
+			finish: CodeTapeMismatch,
+		},
+		{
+			rule:      "extra call: a call beyond the tape rejects at the call",
+			tape:      `[]`,
+			steps:     []step{{name: "clock.now", args: `{"timezone":"UTC"}`, wantCode: CodeTapeMismatch}},
+			finish:    CodeTapeMismatch,
+			finishHas: []string{"call 0", "clock.now", "no entry left"},
+		},
+		{
+			rule:      "leftovers fail the test",
+			tape:      `[` + clockUTC + `,` + clockUTC + `]`,
+			steps:     []step{{name: "clock.now", args: `{"timezone":"UTC"}`, wantResult: clockResult}},
+			finish:    CodeTapeLeftover,
+			finishHas: []string{"1 of 2 entries left over", "entry 1", "clock.now"},
+		},
+		{
+			rule:  "payload is an alias of result",
+			tape:  `[{"name":"kv.get","args":{"key":"hits"},"payload":{"found":true,"value":7}}]`,
+			steps: []step{{name: "kv.get", args: `{"key":"hits"}`, wantResult: `{"found":true,"value":7}`}},
+		},
+		{
+			rule: "ok:false with error as a string rejects with that message, verbatim",
+			tape: `[{"name":"kv.get","args":{"key":"a"},"ok":false,"error":"store offline"}]`,
+			steps: []step{{name: "kv.get", args: `{"key":"a"}`,
+				wantCode: CodeProviderFailed, wantMessage: "store offline"}},
+		},
+		{
+			rule: "an error string that is a code is the code as well as the message",
+			tape: `[{"name":"kv.get","args":{"key":"a"},"ok":false,"error":"capability_denied"}]`,
+			steps: []step{{name: "kv.get", args: `{"key":"a"}`,
+				wantCode: CodeCapabilityDenied, wantMessage: "capability_denied"}},
+		},
+		{
+			rule: "ok:false with error as {code, message} rejects with both, verbatim; a denial caught on purpose passes",
+			tape: `[{"name":"clock.now","args":{"timezone":"UTC"},"ok":false,"error":{"code":"capability_denied","message":"clock:now is not granted"}}]`,
+			steps: []step{{name: "clock.now", args: `{"timezone":"UTC"}`,
+				wantCode: CodeCapabilityDenied, wantMessage: "clock:now is not granted"}},
+		},
+		{
+			rule: "a mismatch marks the test failed even if the guest catches the rejection and goes on",
+			tape: `[{"name":"kv.get","args":{"key":"x"},"result":{"found":false,"value":null}}]`,
+			steps: []step{
+				{name: "clock.now", args: `{"timezone":"UTC"}`, wantCode: CodeTapeMismatch},
+				// The guest swallowed the rejection and tried the entry's call: the tape
+				// stays failed.
+				{name: "kv.get", args: `{"key":"x"}`, wantCode: CodeTapeMismatch},
+			},
+			finish:    CodeTapeMismatch,
+			finishHas: []string{"entry 0", "expected kv.get", "observed clock.now"},
+		},
+		{
+			rule:   "an unknown route is rejected with the fixed unknown_syscall error even when the tape names it",
+			tape:   `[{"name":"clock.today","result":{}}]`,
+			steps:  []step{{name: "clock.today", args: `{}`, wantCode: CodeUnknownSyscall, wantMessage: unknownSyscallMessage}},
+			finish: CodeUnknownSyscall,
+		},
+		{
+			rule:      "arguments production would refuse fail the test: the tape proves logic production can run",
+			tape:      `[{"name":"clock.now","result":{}}]`,
+			steps:     []step{{name: "clock.now", args: `{"tz":"UTC"}`, wantCode: CodeArgumentInvalid}},
+			finish:    CodeArgumentInvalid,
+			finishHas: []string{"entry 0", "clock.now"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			tape, err := NewTape(mustParseTape(t, tc.tape))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tc.steps {
+				res, err := tape.Syscall(context.Background(), s.name, json.RawMessage(s.args))
+				if s.wantCode == "" {
+					if err != nil {
+						t.Fatalf("step %d: unexpected error %v", i, err)
+					}
+					if eq, _ := equalJSON(res, []byte(s.wantResult)); !eq {
+						t.Fatalf("step %d: result %s, want %s", i, res, s.wantResult)
+					}
+					continue
+				}
+				var se *Error
+				if !errors.As(err, &se) || se.Code != s.wantCode {
+					t.Fatalf("step %d: error %v, want code %s", i, err, s.wantCode)
+				}
+				if s.wantMessage != "" && se.Message != s.wantMessage {
+					t.Fatalf("step %d: message %q, want %q", i, se.Message, s.wantMessage)
+				}
+			}
+			err = tape.Finish()
+			if tc.finish == "" {
+				if err != nil {
+					t.Fatalf("Finish: %v, want the test to pass", err)
+				}
+				return
+			}
+			var se *Error
+			if !errors.As(err, &se) || se.Code != tc.finish {
+				t.Fatalf("Finish: %v, want code %s", err, tc.finish)
+			}
+			for _, sub := range tc.finishHas {
+				if !strings.Contains(se.Message, sub) {
+					t.Errorf("Finish message %q does not contain %q", se.Message, sub)
+				}
+			}
+		})
+	}
+}
+
+func TestTapeEntryDecoding(t *testing.T) {
+	bad := []struct{ rule, entry, has string }{
+		{"an entry needs result/payload or ok:false+error", `{"name":"clock.now"}`, "needs"},
+		{"result and payload are aliases; both is ambiguous", `{"name":"a.b","result":1,"payload":1}`, "same field"},
+		{"ok:false needs error", `{"name":"a.b","ok":false}`, "needs"},
+		{"error needs ok:false", `{"name":"a.b","error":"x"}`, "ok"},
+		{"ok:false excludes result", `{"name":"a.b","ok":false,"error":"x","result":1}`, "not"},
+		{"unknown keys are rejected, not ignored", `{"name":"a.b","results":1}`, "unknown key"},
+		{"duplicate keys are rejected", `{"name":"a.b","result":1,"result":2}`, "duplicate"},
+		{"name is required", `{"result":1}`, "name"},
+		{"error object needs a code", `{"name":"a.b","ok":false,"error":{"message":"m"}}`, "code"},
+		{"error object has only code and message", `{"name":"a.b","ok":false,"error":{"code":"c","why":"m"}}`, "unknown key"},
+		{"error is a string or an object", `{"name":"a.b","ok":false,"error":3}`, "string or"},
+		{"ok is a boolean", `{"name":"a.b","ok":"false","error":"x"}`, "boolean"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.rule, func(t *testing.T) {
+			_, err := ParseTape([]byte("[" + tc.entry + "]"))
+			if !errors.Is(err, ErrTapeInvalid) {
+				t.Fatalf("err = %v, want tape_invalid", err)
+			}
+			if !strings.Contains(err.Error(), "entry 0") || !strings.Contains(err.Error(), tc.has) {
+				t.Fatalf("message %q should name entry 0 and contain %q", err, tc.has)
+			}
+		})
+	}
+	t.Run("ok:true with a result is accepted", func(t *testing.T) {
+		es := mustParseTape(t, `[{"name":"a.b","ok":true,"result":1}]`)
+		if string(es[0].Result) != "1" || es[0].Error != nil {
+			t.Fatalf("%+v", es[0])
+		}
+	})
+	t.Run("result null is a result", func(t *testing.T) {
+		es := mustParseTape(t, `[{"name":"a.b","result":null}]`)
+		if string(es[0].Result) != "null" {
+			t.Fatalf("%+v", es[0])
+		}
+	})
+	t.Run("entries round-trip through MarshalJSON in canonical form", func(t *testing.T) {
+		es := mustParseTape(t, `[{"name":"a.b","payload":{"x":1}},{"name":"c.d","args":{},"ok":false,"error":"boom!"}]`)
+		b, err := json.Marshal(es)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `[{"name":"a.b","result":{"x":1}},{"name":"c.d","args":{},"ok":false,"error":{"code":"provider_failed","message":"boom!"}}]`
+		if string(b) != want {
+			t.Fatalf("got %s\nwant %s", b, want)
+		}
+	})
+}
+
+// TestSeedTapeFile checks the seed's test object, kept verbatim in testdata, against
+// the player alone.
+func TestSeedTapeFile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "tapes", "seed_clock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var test struct {
+		Args     json.RawMessage `json:"args"`
+		Expected json.RawMessage `json:"expected"`
+		Syscalls []TapeEntry     `json:"syscalls"`
+	}
+	if err := json.Unmarshal(data, &test); err != nil {
+		t.Fatal(err)
+	}
+	tape, err := NewTape(test.Syscalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tape.Syscall(context.Background(), "clock.now", json.RawMessage(`{"timezone":"UTC"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ ISO8601, Timezone string }
+	_ = json.Unmarshal(res, &got)
+	if got.ISO8601 != "2026-01-02T03:04:05+00:00" || tape.Finish() != nil {
+		t.Fatalf("seed example: %s, finish %v", res, tape.Finish())
+	}
+}
