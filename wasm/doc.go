@@ -9,4 +9,16 @@
 // It must not know about tools, processes or capabilities: a Syscaller is handed in by
 // the caller (the syscall router in production, a tape during validation). Only JSON
 // crosses the guest boundary, in both directions.
+//
+// Data flow: the caller (engine, or the validator in tools) hands Engine.Run a program
+// (JavaScript from jsbundle that defines run), its JSON arguments, a Syscaller and
+// Options (limits, clock, seed). The program runs in a fresh JavaScript runtime and
+// context on a pooled instance; each libos.syscall goes out through the Syscaller and its
+// JSON result comes back into the guest. Run returns the JSON value byte for byte as the
+// guest wrote it, the console lines and stats, or an *Error with a stable code. Nothing
+// is persisted here: recording what ran is the caller's job.
+//
+// The host survives every guest failure: a trap, a hard memory cap, a panic in a host
+// function or in the Syscaller end only that call (and discard its instance); the next
+// call on the Engine runs normally. The guest ABI is specified in guest/ABI.md.
 package wasm
