@@ -1,6 +1,95 @@
 // Package store keeps everything that must survive a crash, in one Pebble directory.
 //
 // It owns the key layout, the encodings, the format version and durable batches. It
-// holds data and guarantees, never policy: what may be written, by whom, is decided in
-// package engine.
+// holds data and guarantees, never policy: what may be written, by whom, and with
+// which limits is decided in package engine (and syscalls for the kv space and
+// budgets), which call this package. Nothing here calls back up. Data comes from
+// the engine's dispatch pipeline, the JIT lifecycle tools and the syscall providers;
+// it goes to Pebble on disk and back to the engine on rehydrate.
+//
+// # API overview
+//
+//	s, err := store.Open(dir, store.Options{})   // dir from store.DefaultDir()
+//	defer s.Close()
+//
+//	// One event, durable on return:
+//	e, err := s.Append(ctx, pid, store.EventToolCalled, json.RawMessage(`{"call_id":"c1","tool":"echo"}`))
+//
+//	// Several records and events as one atomic, synced batch:
+//	err = s.Update(ctx, func(tx *store.Tx) error {
+//		c, err := tx.Candidate(pid, id)        // reads see earlier writes and this tx's own
+//		if err != nil { return err }
+//		c.State = "registered"
+//		if err := tx.PutCandidate(c); err != nil { return err }
+//		if err := tx.AddBinding(store.Binding{PID: pid, Name: c.Name, ToolID: tid, CandidateID: id, Scope: "ephemeral_process"}); err != nil { return err }
+//		_, err = tx.Append(pid, "jit_registered", data)
+//		return err
+//	})
+//
+// Readers (on Store and on Tx): Process, Processes, Event, Events (paginated by
+// sequence), Head, Verify, Unsettled, Candidate/Candidates (scoped to the owner
+// PID), Binding/Bindings, ToolResult, Approval/Approvals, Checkpoint/Checkpoints,
+// Budget/Budgets, KVGet, KVList (prefix, cursor, limit).
+// Writers (on Tx): Append, PutProcess, CreateCandidate, PutCandidate, AddBinding,
+// PutToolResult, PutApproval, AddCheckpoint, Charge, KVPut, KVDelete; Store has
+// one-call forms of Append, Charge, KVPut and KVDelete.
+//
+// # Guarantees
+//
+// Every write is acknowledged only after Pebble has synced it to the WAL
+// (pebble.Sync). Each Update is one batch: after a crash it is present whole or
+// absent, never torn. Concurrent writers share WAL syncs (group commit). After any
+// failed write the Store refuses further operations with an io error; reopening
+// recovers exactly what was acknowledged (and possibly whole unacknowledged batches).
+// A second Open of a directory in use fails with in_use. Errors are *Error values
+// with a stable Code (not_found, in_use, format_unsupported, conflict, io, invalid,
+// closed, corrupt, limit_exceeded, canceled); verification failures are
+// *VerifyError{PID, Seq}, which matches ErrCorrupt.
+//
+// Candidates, bindings, results, approvals, checkpoints, budgets and kv entries are
+// keyed under their owner PID, so a lookup with another PID is an ordinary not_found
+// and reveals nothing about other processes.
+//
+// # Event log
+//
+// Each process has an append-only log with dense sequence numbers from 1. Each
+// event carries prev_hash (the hash of the previous event, 32 zero bytes for seq 1)
+// and its own hash: SHA-256 over
+//
+//	"libos.event.v1" | uvarint(len pid) pid | seq (8 bytes BE) | uvarint(len type) type |
+//	unix nanoseconds (8 bytes BE) | uvarint(len data) data | uvarint(len prev) prev
+//
+// where data is the compacted JSON object exactly as stored. The head record
+// repeats the last seq and hash, so Verify also detects a removed last event.
+//
+// Tool calls are correlated by the top-level "call_id" string of the event data
+// (CallIDField): a tool_called event opens call_id (an already open call_id is a
+// conflict), and a tool_result, tool_failed or unknown_settlement event with the
+// same call_id settles it. All four types must carry call_id. Unsettled(pid)
+// returns the tool_called events still open; the engine reports them as unknown
+// settlement on rehydrate (by appending unknown_settlement, which settles them).
+//
+// # Key layout, format version 1
+//
+// A key is a table name, then 0x00-separated parts. PIDs and IDs are 1..256 bytes
+// of UTF-8 without control characters, so no key is a prefix of another table's or
+// process's keys. Values are JSON unless noted.
+//
+//	meta 00 format                   decimal format version ("1"); checked at Open
+//	proc 00 <pid>                    Process
+//	head 00 <pid>                    last seq (8 bytes BE) + its hash (32 bytes)
+//	evt 00 <pid> 00 <seq 8 bytes BE> Event (without call_id, derived from data)
+//	open 00 <pid> 00 <call_id>       seq of the open tool_called event (8 bytes BE)
+//	res 00 <pid> 00 <call_id>        ToolResult
+//	cand 00 <pid> 00 <candidate_id>  Candidate, with its validation attempts
+//	bind 00 <pid> 00 <tool name>     Binding
+//	appr 00 <pid> 00 <approval_id>   Approval
+//	ckpt 00 <pid> 00 <checkpoint_id> Checkpoint
+//	budget 00 <pid> 00 <name>        Budget
+//	kv 00 <pid> 00 <key>             raw value bytes
+//
+// An empty directory is initialised with the current version. A directory with
+// data but no version, or any other version, is refused with format_unsupported;
+// changing a key or an encoding requires a new version and a named migration.
+// Pebble's own format is pinned as well (pebbleFormat).
 package store

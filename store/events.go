@@ -1,0 +1,137 @@
+package store
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"time"
+
+	"github.com/agentlibos/libos/store/internal/jsonobj"
+)
+
+// Event types the store correlates. Any other non-empty type is stored as is.
+const (
+	EventToolCalled        = "tool_called"
+	EventToolResult        = "tool_result"
+	EventToolFailed        = "tool_failed"
+	EventUnknownSettlement = "unknown_settlement"
+)
+
+// CallIDField is the top-level field of an event's Data that correlates a
+// tool_called event with its settlement (tool_result, tool_failed or
+// unknown_settlement). Those four types must carry it as a non-empty string.
+const CallIDField = "call_id"
+
+// HashSize is the size of an event hash (SHA-256).
+const HashSize = sha256.Size
+
+// Event is one entry of a process's append-only event log.
+type Event struct {
+	PID      string          `json:"pid"`
+	Seq      uint64          `json:"seq"` // 1, 2, 3, … dense per process
+	Type     string          `json:"type"`
+	CallID   string          `json:"call_id,omitempty"` // Data's call_id, when present
+	Time     time.Time       `json:"time"`
+	Data     json.RawMessage `json:"data"`      // a JSON object, compacted
+	PrevHash []byte          `json:"prev_hash"` // Hash of event Seq-1; zeros for Seq 1
+	Hash     []byte          `json:"hash"`      // SHA-256 over the canonical encoding
+}
+
+// Head is the last event of a process's log: its sequence number and hash (zero
+// and 32 zero bytes for an empty log). Anchoring the head elsewhere makes even a
+// rewrite of the whole log detectable.
+type Head struct {
+	Seq  uint64 `json:"seq"`
+	Hash []byte `json:"hash"`
+}
+
+// eventRecord is the stored form of an Event: CallID is derived from Data on read,
+// never stored beside it, so that it is covered by the hash.
+type eventRecord struct {
+	PID      string          `json:"pid"`
+	Seq      uint64          `json:"seq"`
+	Type     string          `json:"type"`
+	Time     time.Time       `json:"time"`
+	Data     json.RawMessage `json:"data"`
+	PrevHash []byte          `json:"prev_hash"`
+	Hash     []byte          `json:"hash"`
+}
+
+var zeroHash = make([]byte, HashSize)
+
+// eventHash is SHA-256 over a canonical, length-prefixed encoding of every field but
+// the hash itself. The encoding is part of the format version.
+func eventHash(pid string, seq uint64, typ string, t time.Time, data, prev []byte) []byte {
+	h := sha256.New()
+	var buf []byte
+	buf = append(buf, "libos.event.v1"...)
+	field := func(b []byte) {
+		buf = binary.AppendUvarint(buf, uint64(len(b)))
+		buf = append(buf, b...)
+	}
+	field([]byte(pid))
+	buf = binary.BigEndian.AppendUint64(buf, seq)
+	field([]byte(typ))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(t.UnixNano()))
+	field(data)
+	field(prev)
+	h.Write(buf)
+	return h.Sum(nil)
+}
+
+func isSettlement(typ string) bool {
+	return typ == EventToolResult || typ == EventToolFailed || typ == EventUnknownSettlement
+}
+
+// checkEventData validates an event's data and returns its compact form and call ID.
+func checkEventData(typ string, data json.RawMessage) (json.RawMessage, string, error) {
+	if len(data) == 0 || bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		data = json.RawMessage("{}")
+	}
+	if len(data) > maxValueLen {
+		return nil, "", errorf(CodeInvalid, nil, "event data over %d bytes", maxValueLen)
+	}
+	compact, fields, err := jsonobj.Object(data)
+	if err != nil {
+		return nil, "", errorf(CodeInvalid, err, "event data must be a JSON object")
+	}
+	call, ok := jsonobj.String(fields, CallIDField)
+	_, present := fields[CallIDField]
+	if typ == EventToolCalled || isSettlement(typ) {
+		if !ok {
+			return nil, "", errorf(CodeInvalid, nil, "%s event needs a string %q in its data", typ, CallIDField)
+		}
+		if err := checkID("call id", call); err != nil {
+			return nil, "", err
+		}
+	} else if present && ok && call != "" {
+		if err := checkID("call id", call); err != nil {
+			return nil, "", err
+		}
+	}
+	return compact, call, nil
+}
+
+func decodeEvent(v []byte) (Event, error) {
+	var r eventRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return Event{}, err
+	}
+	e := Event{PID: r.PID, Seq: r.Seq, Type: r.Type, Time: r.Time, Data: r.Data, PrevHash: r.PrevHash, Hash: r.Hash}
+	if _, fields, err := jsonobj.Object(r.Data); err == nil {
+		e.CallID, _ = jsonobj.String(fields, CallIDField)
+	}
+	return e, nil
+}
+
+func encodeHead(h Head) []byte {
+	return append(binary.BigEndian.AppendUint64(nil, h.Seq), h.Hash...)
+}
+
+func decodeHead(v []byte) (Head, bool) {
+	if len(v) != 8+HashSize {
+		return Head{}, false
+	}
+	return Head{Seq: binary.BigEndian.Uint64(v), Hash: append([]byte(nil), v[8:]...)}, true
+}

@@ -1,0 +1,328 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configures Open. The zero value opens a directory on the real disk.
+type Options struct {
+	// FS is the file system; nil means the operating system's disk. Tests pass
+	// vfs.NewCrashableMem() or an errorfs wrapper.
+	FS vfs.FS
+	// Now is the clock that stamps records and events; nil means time.Now.
+	Now func() time.Time
+	// Logf receives Pebble's error-level messages; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Store is an open store directory. It is safe for concurrent use.
+type Store struct {
+	reader
+	dir  string
+	fs   vfs.FS
+	db   *pebble.DB
+	lock *pebble.Lock
+	now  func() time.Time
+
+	// mu guards closed and db's lifetime: every operation holds it shared.
+	mu     sync.RWMutex
+	closed bool
+
+	// wmu serialises the assembly of write batches, so that sequence numbers and
+	// read-check-write transactions see every earlier write. It is released before
+	// the WAL sync is awaited: that is what lets concurrent writers share one sync.
+	wmu sync.Mutex
+	// failed is set once a write fails. Pebble cannot continue after a failed WAL
+	// write or sync, and batches already assembled on top of the failed one are
+	// not durable either, so the store refuses all further operations; reopening
+	// recovers exactly what was synced.
+	failMu sync.Mutex
+	failed error
+}
+
+// pebbleFormat pins Pebble's own on-disk format so that upgrading the module never
+// silently ratchets an existing directory.
+const pebbleFormat = pebble.FormatValueSeparation
+
+// DefaultDir returns the default store directory: $LIBOS_DATA if set, else
+// $XDG_DATA_HOME/libos, else ~/.local/share/libos. It does not create it; Open does.
+func DefaultDir() (string, error) {
+	if d := os.Getenv("LIBOS_DATA"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "libos"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", errorf(CodeIO, err, "no default directory")
+	}
+	return filepath.Join(home, ".local", "share", "libos"), nil
+}
+
+// Open opens the store in dir, creating and initialising it if it is missing or
+// empty. It fails with in_use when another process (or another Store in this
+// process) holds dir, and with format_unsupported when dir was written with a key
+// layout this build does not know.
+func Open(dir string, opts Options) (*Store, error) {
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
+		return nil, errorf(CodeIO, err, "create %s", dir)
+	}
+	lock, err := pebble.LockDirectory(dir, fs)
+	if err != nil {
+		return nil, errorf(CodeInUse, err, "%s is in use by another process", dir)
+	}
+	s := &Store{dir: dir, fs: fs, lock: lock, now: now}
+	po := &pebble.Options{
+		FS:                 fs,
+		Lock:               lock,
+		FormatMajorVersion: pebbleFormat,
+		Logger:             pebbleLogger{s: s, logf: opts.Logf},
+	}
+	db, err := openPebble(dir, po)
+	if err != nil {
+		lock.Close()
+		var se *Error
+		if errors.As(err, &se) {
+			return nil, err
+		}
+		return nil, errorf(CodeIO, err, "open %s", dir)
+	}
+	s.db = db
+	s.reader = reader{r: db, enter: s.enterRead}
+	if err := s.checkFormat(); err != nil {
+		db.Close()
+		lock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openPebble turns a fatal error during Pebble's open into an error value.
+func openPebble(dir string, po *pebble.Options) (db *pebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if f, ok := r.(fatalError); ok {
+				err = errorf(CodeIO, nil, "open %s: %s", dir, string(f))
+				return
+			}
+			panic(r)
+		}
+	}()
+	return pebble.Open(dir, po)
+}
+
+// checkFormat initialises an empty store and refuses a layout it does not know.
+func (s *Store) checkFormat() error {
+	v, closer, err := s.db.Get(formatKey())
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		it, err := s.db.NewIter(nil)
+		if err != nil {
+			return errorf(CodeIO, err, "read")
+		}
+		empty := !it.First()
+		it.Close()
+		if !empty {
+			return errorf(CodeFormatUnsupported, nil, "%s holds data without a format version", s.dir)
+		}
+		b := s.db.NewBatch()
+		defer b.Close()
+		b.Set(formatKey(), []byte(strconv.Itoa(formatVersion)), nil)
+		return s.commit(b)
+	case err != nil:
+		return errorf(CodeIO, err, "read format version")
+	}
+	defer closer.Close()
+	n, perr := strconv.ParseUint(string(v), 10, 32)
+	if perr != nil {
+		return errorf(CodeFormatUnsupported, nil, "unreadable format version %q in %s", v, s.dir)
+	}
+	if n != formatVersion {
+		return errorf(CodeFormatUnsupported, nil, "%s has format version %d; this build reads version %d", s.dir, n, formatVersion)
+	}
+	return nil
+}
+
+// Dir returns the directory the store was opened in.
+func (s *Store) Dir() string { return s.dir }
+
+// Close waits for operations in flight, then closes the store and releases the
+// directory. Closing twice is a no-op.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if s.failure() == nil {
+		err = s.db.Close()
+	}
+	// After a failed write Pebble's commit pipeline may hold its own locks forever,
+	// so its Close could block: the instance is abandoned as if the process had
+	// crashed, which is what reopening recovers from.
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	if err != nil {
+		return errorf(CodeIO, err, "close")
+	}
+	return nil
+}
+
+func (s *Store) enterRead() (func(), error) {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, errorf(CodeClosed, nil, "closed")
+	}
+	if f := s.failure(); f != nil {
+		s.mu.RUnlock()
+		return nil, errorf(CodeIO, f, "unusable after a failed write; reopen")
+	}
+	return s.mu.RUnlock, nil
+}
+
+// Update runs fn with a transaction and commits everything fn wrote (records and
+// events) as one synced, atomic batch. When Update returns nil every write of fn is
+// durable; when it returns an error none of them is acknowledged (after a crash each
+// is whole or absent, never torn).
+//
+// Writers are serialised while fn runs, so reads inside fn see every earlier write
+// and a read-check-write in fn cannot race another Update. fn must therefore be
+// quick and must not call back into the Store. fn runs exactly once; when it returns
+// an error nothing is written. Once the batch is submitted Update waits for the
+// sync regardless of ctx.
+func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return errorf(CodeCanceled, err, "update not submitted")
+	}
+	release, err := s.enterRead()
+	if err != nil {
+		return err
+	}
+	defer release()
+	b, err := s.prepare(fn)
+	if err != nil || b == nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.SyncWait(); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+// prepare runs fn under wmu and submits its batch. It returns a nil batch when fn
+// wrote nothing.
+func (s *Store) prepare(fn func(tx *Tx) error) (b *pebble.Batch, err error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if f := s.failure(); f != nil {
+		return nil, errorf(CodeIO, f, "unusable after a failed write; reopen")
+	}
+	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC()}
+	tx.reader = reader{r: tx.b, enter: tx.enterRead}
+	submitted := false
+	defer func() {
+		if !submitted {
+			tx.b.Close()
+		}
+	}()
+	tx.active = true
+	ferr := fn(tx)
+	tx.active = false
+	if ferr != nil {
+		return nil, ferr
+	}
+	if tx.b.Empty() {
+		return nil, nil
+	}
+	if err := s.applyNoSyncWait(tx.b); err != nil {
+		return nil, err
+	}
+	submitted = true
+	return tx.b, nil
+}
+
+// applyNoSyncWait hands b to Pebble's commit pipeline, which makes it visible and
+// queues it for the next WAL sync; concurrent batches share that sync (group commit).
+func (s *Store) applyNoSyncWait(b *pebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// Pebble reports a failed WAL write by a fatal log call or a panic
+			// while holding its commit locks.
+			err = s.fail(fmt.Errorf("%v", r))
+		}
+	}()
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+// commit writes b synchronously; used only during Open.
+func (s *Store) commit(b *pebble.Batch) error {
+	if err := s.applyNoSyncWait(b); err != nil {
+		return err
+	}
+	if err := b.SyncWait(); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+// fail records the first write failure and returns it as an io error.
+func (s *Store) fail(cause error) error {
+	s.failMu.Lock()
+	if s.failed == nil {
+		s.failed = cause
+	}
+	s.failMu.Unlock()
+	return errorf(CodeIO, cause, "write failed, nothing acknowledged")
+}
+
+func (s *Store) failure() error {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	return s.failed
+}
+
+type fatalError string
+
+// pebbleLogger keeps Pebble quiet and turns its fatal errors (which would exit the
+// process) into panics that the write path recovers as io errors.
+type pebbleLogger struct {
+	s    *Store
+	logf func(string, ...any)
+}
+
+func (l pebbleLogger) Infof(string, ...any) {}
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	if l.logf != nil {
+		l.logf("pebble: "+format, args...)
+	}
+}
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	panic(fatalError(fmt.Sprintf(format, args...)))
+}

@@ -1,0 +1,434 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+
+	"math"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Tx is one atomic write: everything written through it is committed by Update as a
+// single synced batch, or not at all. Reads through a Tx see committed state plus
+// the Tx's own writes. A Tx is valid only inside the fn passed to Update.
+type Tx struct {
+	reader
+	s      *Store
+	b      *pebble.Batch
+	now    time.Time
+	active bool
+}
+
+// Now is the timestamp stamped on every record and event written by this Tx.
+func (tx *Tx) Now() time.Time { return tx.now }
+
+func (tx *Tx) check() error {
+	if !tx.active {
+		return errorf(CodeClosed, nil, "transaction used outside its Update")
+	}
+	return nil
+}
+
+func (tx *Tx) enterRead() (func(), error) {
+	if err := tx.check(); err != nil {
+		return nil, err
+	}
+	return func() {}, nil
+}
+
+func (tx *Tx) set(k, v []byte) error {
+	if len(v) > maxValueLen {
+		return errorf(CodeInvalid, nil, "record over %d bytes", maxValueLen)
+	}
+	if err := tx.b.Set(k, v, nil); err != nil {
+		return errorf(CodeIO, err, "stage write")
+	}
+	return nil
+}
+
+func (tx *Tx) exists(k []byte) (bool, error) {
+	_, err := tx.get(k, "record")
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (tx *Tx) putJSON(k []byte, v any) error {
+	b, err := marshal(v)
+	if err != nil {
+		return errorf(CodeInvalid, err, "encode record")
+	}
+	return tx.set(k, b)
+}
+
+// marshal encodes without HTML escaping so that stored JSON keeps the exact bytes
+// that were hashed.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// checkRaw rejects raw JSON fields that are not valid JSON (nil is allowed).
+func checkRaw(what string, raws ...json.RawMessage) error {
+	for _, r := range raws {
+		if len(r) > 0 && !json.Valid(r) {
+			return errorf(CodeInvalid, nil, "%s holds malformed JSON", what)
+		}
+	}
+	return nil
+}
+
+// Append adds an event to the end of pid's log and returns it with its sequence
+// number and hash. data must be a JSON object (nil means {}). tool_called and its
+// settlements (tool_result, tool_failed, unknown_settlement) must carry a string
+// call_id in data: tool_called opens the call (conflict if it is already open), a
+// settlement closes it. The event is durable only when Update returns nil.
+func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
+	if err := tx.check(); err != nil {
+		return Event{}, err
+	}
+	if err := checkID("pid", pid); err != nil {
+		return Event{}, err
+	}
+	if err := checkID("event type", typ); err != nil {
+		return Event{}, err
+	}
+	compact, call, err := checkEventData(typ, data)
+	if err != nil {
+		return Event{}, err
+	}
+	head, err := tx.head(pid)
+	if err != nil {
+		return Event{}, err
+	}
+	if head.Seq == math.MaxUint64 {
+		return Event{}, errorf(CodeLimitExceeded, nil, "event log of %s is full", pid)
+	}
+	seq := head.Seq + 1
+	switch {
+	case typ == EventToolCalled:
+		open, err := tx.exists(openKey(pid, call))
+		if err != nil {
+			return Event{}, err
+		}
+		if open {
+			return Event{}, errorf(CodeConflict, nil, "call %q of %s is already open", call, pid)
+		}
+		if err := tx.set(openKey(pid, call), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+			return Event{}, err
+		}
+	case isSettlement(typ):
+		if err := tx.b.Delete(openKey(pid, call), nil); err != nil {
+			return Event{}, errorf(CodeIO, err, "stage write")
+		}
+	}
+	e := Event{
+		PID: pid, Seq: seq, Type: typ, CallID: call, Time: tx.now, Data: compact,
+		PrevHash: head.Hash,
+		Hash:     eventHash(pid, seq, typ, tx.now, compact, head.Hash),
+	}
+	v, err := marshal(eventRecord{PID: e.PID, Seq: e.Seq, Type: e.Type, Time: e.Time, Data: e.Data, PrevHash: e.PrevHash, Hash: e.Hash})
+	if err != nil {
+		return Event{}, errorf(CodeInvalid, err, "encode event")
+	}
+	if err := tx.set(eventKey(pid, seq), v); err != nil {
+		return Event{}, err
+	}
+	if err := tx.set(headKey(pid), encodeHead(Head{Seq: seq, Hash: e.Hash})); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// PutProcess creates or replaces the record of p.PID. Created is kept from the
+// stored record (or set now for a new one); Updated is set now.
+func (tx *Tx) PutProcess(p Process) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if err := checkID("pid", p.PID); err != nil {
+		return err
+	}
+	if err := checkRaw("process", p.Image, p.Limits); err != nil {
+		return err
+	}
+	old, err := tx.Process(p.PID)
+	switch {
+	case err == nil:
+		p.Created = old.Created
+	case errors.Is(err, ErrNotFound):
+		p.Created = tx.now
+	default:
+		return err
+	}
+	p.Updated = tx.now
+	return tx.putJSON(procKey(p.PID), p)
+}
+
+// CreateCandidate stores a new candidate owned by c.PID. An existing ID is a
+// conflict. Created and Updated are set now.
+func (tx *Tx) CreateCandidate(c Candidate) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if err := tx.checkCandidate(c); err != nil {
+		return err
+	}
+	ok, err := tx.exists(candKey(c.PID, c.ID))
+	if err != nil {
+		return err
+	}
+	if ok {
+		return errorf(CodeConflict, nil, "candidate %q already exists", c.ID)
+	}
+	c.Created, c.Updated = tx.now, tx.now
+	return tx.putJSON(candKey(c.PID, c.ID), c)
+}
+
+// PutCandidate replaces an existing candidate of c.PID (state change, new
+// validation attempt). A candidate that does not exist for c.PID is not_found.
+func (tx *Tx) PutCandidate(c Candidate) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if err := tx.checkCandidate(c); err != nil {
+		return err
+	}
+	old, err := tx.Candidate(c.PID, c.ID)
+	if err != nil {
+		return err
+	}
+	c.Created, c.Updated = old.Created, tx.now
+	return tx.putJSON(candKey(c.PID, c.ID), c)
+}
+
+func (tx *Tx) checkCandidate(c Candidate) error {
+	if err := checkID("pid", c.PID); err != nil {
+		return err
+	}
+	if err := checkID("candidate id", c.ID); err != nil {
+		return err
+	}
+	if err := checkRaw("candidate", c.InputSchema, c.OutputSchema, c.Tests); err != nil {
+		return err
+	}
+	for _, v := range c.Validations {
+		if err := checkRaw("validation attempt", v.Errors, v.Warnings, v.Logs, v.Tests); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddBinding binds b.Name in b.PID. A name already bound in that process is a
+// conflict; bindings are never replaced. Created is set now.
+func (tx *Tx) AddBinding(b Binding) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if err := checkID("pid", b.PID); err != nil {
+		return err
+	}
+	if err := checkID("tool name", b.Name); err != nil {
+		return err
+	}
+	ok, err := tx.exists(bindKey(b.PID, b.Name))
+	if err != nil {
+		return err
+	}
+	if ok {
+		return errorf(CodeConflict, nil, "tool name %q is already bound in %s", b.Name, b.PID)
+	}
+	b.Created = tx.now
+	return tx.putJSON(bindKey(b.PID, b.Name), b)
+}
+
+// PutToolResult persists the result of call r.CallID. A call has at most one
+// result: a second one is a conflict. Created is set now.
+func (tx *Tx) PutToolResult(r ToolResult) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if err := checkID("pid", r.PID); err != nil {
+		return err
+	}
+	if err := checkID("call id", r.CallID); err != nil {
+		return err
+	}
+	if err := checkRaw("tool result", r.Structured); err != nil {
+		return err
+	}
+	ok, err := tx.exists(resultKey(r.PID, r.CallID))
+	if err != nil {
+		return err
+	}
+	if ok {
+		return errorf(CodeConflict, nil, "call %q of %s already has a result", r.CallID, r.PID)
+	}
+	r.Created = tx.now
+	return tx.putJSON(resultKey(r.PID, r.CallID), r)
+}
+
+// PutApproval creates or replaces approval a.ID of a.PID. Created is kept from the
+// stored record (or set now for a new one).
+func (tx *Tx) PutApproval(a Approval) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if err := checkID("pid", a.PID); err != nil {
+		return err
+	}
+	if err := checkID("approval id", a.ID); err != nil {
+		return err
+	}
+	if err := checkRaw("approval", a.Request); err != nil {
+		return err
+	}
+	old, err := tx.Approval(a.PID, a.ID)
+	switch {
+	case err == nil:
+		a.Created = old.Created
+	case errors.Is(err, ErrNotFound):
+		a.Created = tx.now
+	default:
+		return err
+	}
+	return tx.putJSON(apprKey(a.PID, a.ID), a)
+}
+
+// AddCheckpoint stores a new checkpoint of c.PID; an existing ID is a conflict.
+// Created is set now.
+func (tx *Tx) AddCheckpoint(c Checkpoint) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if err := checkID("pid", c.PID); err != nil {
+		return err
+	}
+	if err := checkID("checkpoint id", c.ID); err != nil {
+		return err
+	}
+	if err := checkRaw("checkpoint", c.Snapshot); err != nil {
+		return err
+	}
+	ok, err := tx.exists(ckptKey(c.PID, c.ID))
+	if err != nil {
+		return err
+	}
+	if ok {
+		return errorf(CodeConflict, nil, "checkpoint %q already exists", c.ID)
+	}
+	c.Created = tx.now
+	return tx.putJSON(ckptKey(c.PID, c.ID), c)
+}
+
+// Charge adds n (>= 0) to counter name of pid if the result stays within limit
+// (limit < 0: no limit) and returns the counter. Over the limit it fails with
+// limit_exceeded and leaves the counter unchanged.
+func (tx *Tx) Charge(pid, name string, n, limit int64) (Budget, error) {
+	if err := tx.check(); err != nil {
+		return Budget{}, err
+	}
+	if n < 0 {
+		return Budget{}, errorf(CodeInvalid, nil, "negative charge %d", n)
+	}
+	b, err := tx.Budget(pid, name)
+	if err != nil {
+		return Budget{}, err
+	}
+	if b.Used > math.MaxInt64-n || (limit >= 0 && b.Used+n > limit) {
+		return b, errorf(CodeLimitExceeded, nil, "budget %q of %s: %d used, %d more exceeds %d", name, pid, b.Used, n, limit)
+	}
+	b.Used += n
+	b.Updated = tx.now
+	return b, tx.putJSON(budgetKey(pid, name), b)
+}
+
+// KVPut sets key to value in pid's key–value space.
+func (tx *Tx) KVPut(pid, key string, value []byte) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if err := checkID("pid", pid); err != nil {
+		return err
+	}
+	if err := checkKVKey(key); err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	return tx.set(kvKey(pid, key), value)
+}
+
+// KVDelete removes key from pid's key–value space and reports whether it existed.
+func (tx *Tx) KVDelete(pid, key string) (existed bool, err error) {
+	if err := tx.check(); err != nil {
+		return false, err
+	}
+	if err := checkID("pid", pid); err != nil {
+		return false, err
+	}
+	if err := checkKVKey(key); err != nil {
+		return false, err
+	}
+	existed, err = tx.exists(kvKey(pid, key))
+	if err != nil {
+		return false, err
+	}
+	if err := tx.b.Delete(kvKey(pid, key), nil); err != nil {
+		return false, errorf(CodeIO, err, "stage write")
+	}
+	return existed, nil
+}
+
+// Append appends one event to pid's log and returns once it is durable.
+func (s *Store) Append(ctx context.Context, pid, typ string, data json.RawMessage) (Event, error) {
+	var e Event
+	err := s.Update(ctx, func(tx *Tx) error {
+		var err error
+		e, err = tx.Append(pid, typ, data)
+		return err
+	})
+	if err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// KVPut durably sets key to value in pid's key–value space.
+func (s *Store) KVPut(ctx context.Context, pid, key string, value []byte) error {
+	return s.Update(ctx, func(tx *Tx) error { return tx.KVPut(pid, key, value) })
+}
+
+// KVDelete durably removes key from pid's key–value space.
+func (s *Store) KVDelete(ctx context.Context, pid, key string) (existed bool, err error) {
+	err = s.Update(ctx, func(tx *Tx) error {
+		var err error
+		existed, err = tx.KVDelete(pid, key)
+		return err
+	})
+	return existed, err
+}
+
+// Charge durably adds n to budget counter name of pid within limit; see Tx.Charge.
+func (s *Store) Charge(ctx context.Context, pid, name string, n, limit int64) (Budget, error) {
+	var b Budget
+	err := s.Update(ctx, func(tx *Tx) error {
+		var err error
+		b, err = tx.Charge(pid, name, n, limit)
+		return err
+	})
+	return b, err
+}
