@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"time"
 	_ "time/tzdata" // IANA zones without a system tz database (air-gapped hosts)
 	"unicode/utf8"
+
+	"github.com/agentlibos/libos/store"
 )
 
 // provider is the code behind a route. It gets arguments that already passed the
@@ -19,6 +22,10 @@ import (
 type provider struct {
 	name string
 	run  func(ctx context.Context, c *call) (json.RawMessage, error)
+	// direct is set for providers whose effects happen while they run (tools.call);
+	// every other provider only stages its writes, which the router commits together
+	// with the audit event.
+	direct bool
 }
 
 // call is one authorised syscall on its way to a provider.
@@ -28,6 +35,9 @@ type call struct {
 	route  *route
 	raw    json.RawMessage // the arguments as received
 	args   map[string]any  // decoded strictly, numbers as json.Number
+	// writes are committed atomically with the call's audit event, and only if the
+	// call succeeds.
+	writes []func(tx *store.Tx) error
 }
 
 func (c *call) str(key string) string {
@@ -121,12 +131,12 @@ func runKVGet(ctx context.Context, c *call) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	val, found, err := c.router.store.KVGet(ctx, c.caller.PID, key)
+	val, err := c.router.store.KVGet(c.caller.PID, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return json.RawMessage(`{"found":false,"value":null}`), nil
+	}
 	if err != nil {
 		return nil, err
-	}
-	if !found {
-		return json.RawMessage(`{"found":false,"value":null}`), nil
 	}
 	if !json.Valid(val) {
 		return nil, fmt.Errorf("stored value of %q is not JSON", key)
@@ -149,9 +159,8 @@ func runKVPut(ctx context.Context, c *call) (json.RawMessage, error) {
 	if len(val) > MaxKVValueBytes {
 		return nil, argErr(c, fmt.Sprintf("value is %d bytes of JSON; at most %d are stored", len(val), MaxKVValueBytes))
 	}
-	if err := c.router.store.KVPut(ctx, c.caller.PID, key, val); err != nil {
-		return nil, err
-	}
+	pid := c.caller.PID
+	c.writes = append(c.writes, func(tx *store.Tx) error { return tx.KVPut(pid, key, val) })
 	return json.RawMessage(`{}`), nil
 }
 
@@ -160,10 +169,17 @@ func runKVDelete(ctx context.Context, c *call) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	deleted, err := c.router.store.KVDelete(ctx, c.caller.PID, key)
-	if err != nil {
+	// Whether the key exists is read now; the delete is committed with the audit event.
+	_, err = c.router.store.KVGet(c.caller.PID, key)
+	deleted := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
+	pid := c.caller.PID
+	c.writes = append(c.writes, func(tx *store.Tx) error {
+		_, err := tx.KVDelete(pid, key)
+		return err
+	})
 	return json.Marshal(struct {
 		Deleted bool `json:"deleted"`
 	}{deleted})
@@ -215,16 +231,17 @@ func runKVList(ctx context.Context, c *call) (json.RawMessage, error) {
 		}
 		after = a
 	}
-	keys, more, err := c.router.store.KVList(ctx, c.caller.PID, prefix, after, limit)
+	entries, more, err := c.router.store.KVList(c.caller.PID, prefix, after, limit)
 	if err != nil {
 		return nil, err
 	}
-	if keys == nil {
-		keys = []string{}
+	keys := make([]string, len(entries))
+	for i, e := range entries {
+		keys[i] = e.Key
 	}
 	var next *string
-	if more && len(keys) > 0 {
-		s := encodeCursor(keys[len(keys)-1])
+	if more != "" {
+		s := encodeCursor(more)
 		next = &s
 	}
 	return json.Marshal(struct {
@@ -235,7 +252,7 @@ func runKVList(ctx context.Context, c *call) (json.RawMessage, error) {
 
 // --- tools ---
 
-var toolsCall = provider{name: "tools", run: runToolsCall}
+var toolsCall = provider{name: "tools", run: runToolsCall, direct: true}
 
 func runToolsCall(ctx context.Context, c *call) (json.RawMessage, error) {
 	depth := c.caller.Depth + 1

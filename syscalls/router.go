@@ -7,29 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
+	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls/internal/jsonv"
 )
-
-// Store is what the router needs from package store: the durable event log, the
-// per-process key/value space and budget counters. *store.Store satisfies it through
-// StoreAdapter.
-type Store interface {
-	// AppendEvent appends one event to the process's durable, hash-chained log.
-	AppendEvent(ctx context.Context, pid, typ string, data json.RawMessage) error
-	KVGet(ctx context.Context, pid, key string) (value []byte, found bool, err error)
-	KVPut(ctx context.Context, pid, key string, value []byte) error
-	KVDelete(ctx context.Context, pid, key string) (deleted bool, err error)
-	// KVList returns up to limit keys with prefix that sort after after (all keys with
-	// prefix when after is empty), in byte order, and whether more follow.
-	KVList(ctx context.Context, pid, prefix, after string, limit int) (keys []string, more bool, err error)
-	// ChargeBudgets adds one to each named counter of pid, atomically, unless that would
-	// take any counter past its limit; then it changes nothing and returns the name of
-	// the first exhausted budget.
-	ChargeBudgets(ctx context.Context, pid string, limits map[string]int64) (exhausted string, err error)
-}
 
 // EventSyscall is the type of the audit event every syscall decision writes.
 const EventSyscall = "syscall"
@@ -43,7 +27,7 @@ const (
 // RouterConfig configures a Router. Only Store is required.
 type RouterConfig struct {
 	// Store keeps kv data, budgets and the audit log. Required.
-	Store Store
+	Store *store.Store
 	// Clock backs clock.now. Nil means the system clock.
 	Clock Clock
 	// MaxToolDepth bounds nested tools.call; zero means DefaultMaxToolDepth.
@@ -56,7 +40,7 @@ type RouterConfig struct {
 // Router is the production syscall path. It is safe for concurrent use; For binds it to
 // one caller.
 type Router struct {
-	store           Store
+	store           *store.Store
 	clock           Clock
 	maxDepth        int
 	approvalTimeout time.Duration
@@ -109,7 +93,8 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 	start := time.Now()
 	ev := auditEvent{Route: clip(name, 64), Tool: b.caller.Tool, Depth: b.caller.Depth}
 	ev.noteArgs(args)
-	result, err := b.run(ctx, name, args, &ev)
+	var staged *call
+	result, err := b.run(ctx, name, args, &ev, &staged)
 	if err != nil {
 		var se *Error
 		if !errors.As(err, &se) {
@@ -126,12 +111,16 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 		sum := sha256.Sum256(result)
 		ev.ResultSHA256 = hex.EncodeToString(sum[:])
 	}
+	var writes []func(tx *store.Tx) error
+	if err == nil && staged != nil {
+		writes = staged.writes // a failed call changes nothing
+	}
 	ev.DurationMicros = time.Since(start).Microseconds()
-	if aerr := b.audit(ctx, &ev); aerr != nil {
-		// Nothing unaudited is acknowledged. The provider may have run: the error says so.
-		msg := "could not record the audit event"
-		if ev.Stage == "done" || ev.Stage == "result" || ev.Stage == "provider" {
-			msg += " after the provider ran; its effects may have happened"
+	if aerr := b.commit(ctx, &ev, writes); aerr != nil {
+		// Nothing unaudited is acknowledged: the staged writes were not applied either.
+		msg := "could not record the audit event; the call changed nothing"
+		if staged != nil && staged.route.provider.direct {
+			msg = "could not record the audit event after the provider ran; its effects may have happened"
 		}
 		return nil, errorf(CodeAuditFailed, msg, aerr)
 	}
@@ -141,7 +130,7 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 	return result, nil
 }
 
-func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *auditEvent) (json.RawMessage, error) {
+func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *auditEvent, staged **call) (json.RawMessage, error) {
 	c := &b.caller
 	ev.Stage = "route"
 	rt, ok := b.r.routes[name]
@@ -172,18 +161,14 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 
 	ev.Stage = "budget"
 	if limits := applicableBudgets(rt.name, c.Budgets); len(limits) > 0 {
-		exhausted, err := b.r.store.ChargeBudgets(ctx, c.PID, limits)
-		if err != nil {
-			return nil, errorf(CodeProviderFailed, "could not charge the budget", err)
-		}
-		if exhausted != "" {
-			return nil, errorf(CodeBudgetExceeded,
-				fmt.Sprintf("budget %s (%d calls) is spent", exhausted, limits[exhausted]), nil)
+		if err := b.charge(ctx, limits); err != nil {
+			return nil, err
 		}
 	}
 
 	ev.Stage = "provider"
 	cl := &call{router: b.r, caller: c, route: rt, raw: args, args: argv}
+	*staged = cl
 	out, err := rt.provider.run(ctx, cl)
 	if err != nil {
 		var se *Error
@@ -281,6 +266,15 @@ func applicableBudgets(name string, budgets map[string]int64) map[string]int64 {
 	return out
 }
 
+// budgetCounter names the store counter behind a budget: "syscalls" for BudgetAll,
+// "syscalls:kv" for an area, "syscalls:kv.put" for a route.
+func budgetCounter(name string) string {
+	if name == BudgetAll {
+		return BudgetAll
+	}
+	return BudgetAll + ":" + name
+}
+
 // auditEvent is the data of one EventSyscall event.
 type auditEvent struct {
 	Route          string          `json:"route"`
@@ -319,16 +313,52 @@ func (ev *auditEvent) noteArgs(args json.RawMessage) {
 	}
 }
 
-func (b *Bound) audit(ctx context.Context, ev *auditEvent) error {
+// commit writes the provider's staged writes and the audit event as one atomic,
+// synced batch: either both are durable or neither is.
+func (b *Bound) commit(ctx context.Context, ev *auditEvent, writes []func(tx *store.Tx) error) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
 	// The event is written even when the call's context is done (a timeout is itself a
-	// decision worth recording), but not forever.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return b.r.store.AppendEvent(actx, b.caller.PID, EventSyscall, data)
+	// decision worth recording).
+	return b.r.store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		for _, w := range writes {
+			if err := w(tx); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Append(b.caller.PID, EventSyscall, data)
+		return err
+	})
+}
+
+// charge adds one to every applicable budget in one atomic write: all or none.
+func (b *Bound) charge(ctx context.Context, limits map[string]int64) error {
+	names := make([]string, 0, len(limits))
+	for n := range limits {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var exhausted string
+	err := b.r.store.Update(ctx, func(tx *store.Tx) error {
+		for _, n := range names {
+			if _, err := tx.Charge(b.caller.PID, budgetCounter(n), 1, limits[n]); err != nil {
+				if errors.Is(err, store.ErrLimitExceeded) {
+					exhausted = n
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case exhausted != "":
+		return errorf(CodeBudgetExceeded, fmt.Sprintf("budget %s (%d calls) is spent", exhausted, limits[exhausted]), err)
+	case err != nil:
+		return errorf(CodeProviderFailed, "could not charge the budget", err)
+	}
+	return nil
 }
 
 // clip cuts s to at most n bytes of valid UTF-8, for names the guest chose.
