@@ -1,8 +1,8 @@
 package store
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,12 +25,21 @@ func writeAllRecords(t testing.TB, s *Store) {
 			func() error {
 				return tx.PutProcess(Process{PID: "pid_1", Image: json.RawMessage(`{"name":"img"}`), Capabilities: []string{"clock:now"}, Projection: "direct", State: "running"})
 			},
-			func() error { _, err := tx.Append("pid_1", EventToolCalled, json.RawMessage(`{"call_id":"call_1","tool":"echo"}`)); return err },
+			func() error {
+				_, err := tx.Append("pid_1", EventToolCalled, json.RawMessage(`{"call_id":"call_1","tool":"echo"}`))
+				return err
+			},
 			func() error {
 				return tx.PutToolResult(ToolResult{PID: "pid_1", CallID: "call_1", Tool: "echo", Structured: json.RawMessage(`{"a":1}`), Text: `{"a":1}`})
 			},
-			func() error { _, err := tx.Append("pid_1", EventToolResult, json.RawMessage(`{"call_id":"call_1"}`)); return err },
-			func() error { _, err := tx.Append("pid_1", EventToolCalled, json.RawMessage(`{"call_id":"call_2"}`)); return err },
+			func() error {
+				_, err := tx.Append("pid_1", EventToolResult, json.RawMessage(`{"call_id":"call_1"}`))
+				return err
+			},
+			func() error {
+				_, err := tx.Append("pid_1", EventToolCalled, json.RawMessage(`{"call_id":"call_2"}`))
+				return err
+			},
 			func() error {
 				return tx.CreateCandidate(Candidate{ID: "tcand_1", PID: "pid_1", Name: "t", SourceCode: "export function run(){}", State: "proposed"})
 			},
