@@ -1,5 +1,7 @@
 package syscalls
 
+import "github.com/agentlibos/libos/wasm"
+
 // Codes are the stable machine codes a syscall can fail with. They reach the guest as
 // the code of the rejected Promise and the audit log as the reason of a denial.
 const (
@@ -79,3 +81,19 @@ const unknownSyscallMessage = "syscalls: unknown syscall"
 func errorf(code, msg string, cause error) *Error {
 	return &Error{Code: code, Message: "syscalls: " + msg, Err: cause}
 }
+
+// As lets the sandbox see an *Error as the *wasm.SyscallError it turns into a rejected
+// Promise: the guest gets the code and the message, never the underlying cause.
+func (e *Error) As(target any) bool {
+	if p, ok := target.(**wasm.SyscallError); ok {
+		*p = &wasm.SyscallError{Code: e.Code, Message: e.Message}
+		return true
+	}
+	return false
+}
+
+// What the engine hands to wasm.Run.
+var (
+	_ wasm.Syscaller = (*Bound)(nil)
+	_ wasm.Syscaller = (*Tape)(nil)
+)
