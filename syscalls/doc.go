@@ -7,5 +7,55 @@
 // the tape player that replaces every provider during validation.
 //
 // It must not dispatch model tool calls: tools.call reaches the engine only through
-// an interface the engine hands down.
+// the ToolCaller the engine hands down. It knows nothing of QuickJS: the sandbox sees
+// a Bound router or a Tape as a wasm.Syscaller, and an *Error as a wasm.SyscallError.
+//
+// # The table
+//
+// Every route is declared once, in table.go, with declare(name, doc, reads|writes(cap,
+// approval), argsSchema, resultSchema, provider). reads and writes are the only way to
+// build a route's authority, so no route exists without a capability decision. Routes
+// returns a copy for docs and `libos syscalls`; nothing reachable from a guest lists
+// routes or schemas. An unknown route fails with one fixed unknown_syscall error.
+//
+// # Production: Router
+//
+//	r, err := syscalls.NewRouter(syscalls.RouterConfig{Store: st})
+//	res, err := sandbox.Run(ctx, program, args, r.For(syscalls.Caller{
+//		PID: pid, Tool: name, Capabilities: caps, Approver: approver,
+//		Budgets: limits, Tools: kernel, Depth: depth,
+//	}), opts)
+//
+// The engine builds a Caller per tool call: the process's live CapabilitySet (CapSet is
+// one the operator can change while calls run), its Approver (AutoApprove and AutoDeny
+// are the policies; an operator-backed one blocks until a decision or ctx's end), the
+// routes it raises to operator approval, its budgets (BudgetAll, an area such as "kv",
+// or a route name, each a maximum number of calls, counted durably in the store as
+// "syscalls", "syscalls:kv", "syscalls:kv.put"), the ToolCaller that runs tools.call
+// through its full pipeline, and the current tools.call depth.
+//
+// Data: arguments come from the guest as JSON text and are decoded strictly (duplicate
+// keys, invalid UTF-8 and excessive nesting are argument_invalid; numbers keep their
+// exact text). kv lives in the calling process's key/value space in package store;
+// budgets are store counters; every call — allowed or denied, with its stage, code and
+// reason — is one "syscall" event in the process's hash-chained event log. Writes of
+// kv.put and kv.delete are staged and committed in the same atomic batch as their audit
+// event, so a write is never durable without its audit record and never acknowledged
+// without it. If the event cannot be written the call fails with audit_failed.
+//
+// # Validation: Tape
+//
+// NewTape(entries) (or ParseTape for the seed's JSON) replays ordered mocks. No
+// provider, capability, approval or budget is consulted. A call whose name or
+// arguments (compared by JSON value) differ from the next entry, or that comes when no
+// entry is left, rejects with tape_mismatch and fails the test for good, even if the
+// guest catches the rejection. A call to an unknown route, or with arguments the route's
+// schema refuses, fails the test the same way (production would refuse it). Finish
+// reports that failure, or else leftover entries (tape_leftover). When judging a test,
+// a mismatch outranks the run's own error, which it usually caused; leftovers count
+// when the run itself succeeded.
+//
+// An ok:false entry rejects with its error verbatim: {code, message} as given; a string
+// is the message, and also the code when it looks like one ("capability_denied"),
+// provider_failed otherwise.
 package syscalls
