@@ -248,7 +248,10 @@ func (r *reader) Verify(pid string) error {
 			verr = &VerifyError{PID: pid, Seq: want, Reason: "event does not decode: " + err.Error()}
 			return false, nil
 		}
+		canon, _ := marshal(e)
 		switch {
+		case !bytes.Equal(canon, v):
+			verr = &VerifyError{PID: pid, Seq: want, Reason: "stored bytes are not the canonical encoding"}
 		case e.PID != pid:
 			verr = &VerifyError{PID: pid, Seq: want, Reason: "event belongs to another process"}
 		case e.Seq != want:

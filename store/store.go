@@ -23,6 +23,9 @@ type Options struct {
 	Now func() time.Time
 	// Logf receives Pebble's error-level messages; nil discards them.
 	Logf func(format string, args ...any)
+
+	// tune adjusts Pebble's options in tests (small memtables force flushes).
+	tune func(*pebble.Options)
 }
 
 // Store is an open store directory. It is safe for concurrent use.
@@ -96,6 +99,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		Lock:               lock,
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{s: s, logf: opts.Logf},
+	}
+	if opts.tune != nil {
+		opts.tune(po)
 	}
 	db, err := openPebble(dir, po)
 	if err != nil {
