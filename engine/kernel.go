@@ -1,0 +1,586 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/agentlibos/libos/store"
+)
+
+// Limits bound what one tool call may carry. In Config the zero value of a field means
+// its default; in ProcessConfig it means "the kernel's limit", and a set field can only
+// tighten the kernel's limit, never raise it.
+type Limits struct {
+	// MaxArgumentBytes bounds the raw arguments of a call (the arguments text as the
+	// model sent it, or the compact form of an already decoded object). Default 64 KiB.
+	MaxArgumentBytes int `json:"max_argument_bytes,omitempty"`
+	// MaxResultBytes bounds a handler's result; an oversized result fails the call and
+	// persists no ToolResult. Default 64 KiB.
+	MaxResultBytes int `json:"max_result_bytes,omitempty"`
+	// MaxDepth bounds the nesting of arguments and results. Default 64.
+	MaxDepth int `json:"max_depth,omitempty"`
+	// MaxCalls is the process's tool-call budget: how many calls may ever reach
+	// tool_called. 0 means no budget.
+	MaxCalls int64 `json:"max_calls,omitempty"`
+}
+
+// Default limits.
+const (
+	DefaultMaxArgumentBytes = 64 << 10
+	DefaultMaxResultBytes   = 64 << 10
+	DefaultMaxDepth         = 64
+)
+
+// frameOverhead is how much larger than its arguments a frame may be: the envelope and
+// the string escaping of OpenAI-style arguments (at most 6 bytes per byte, for \u00XX).
+const frameOverhead = 4 << 10
+
+func (l Limits) check(where string) error {
+	if l.MaxArgumentBytes < 0 || l.MaxResultBytes < 0 || l.MaxDepth < 0 || l.MaxCalls < 0 {
+		return errorf(CodeInvalidConfig, "%s: limits must not be negative", where)
+	}
+	return nil
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxArgumentBytes == 0 {
+		l.MaxArgumentBytes = DefaultMaxArgumentBytes
+	}
+	if l.MaxResultBytes == 0 {
+		l.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if l.MaxDepth == 0 {
+		l.MaxDepth = DefaultMaxDepth
+	}
+	return l
+}
+
+// tighten applies a process's limits over the kernel's.
+func (l Limits) tighten(p Limits) Limits {
+	pick := func(k, p int) int {
+		if p > 0 && p < k {
+			return p
+		}
+		return k
+	}
+	l.MaxArgumentBytes = pick(l.MaxArgumentBytes, p.MaxArgumentBytes)
+	l.MaxResultBytes = pick(l.MaxResultBytes, p.MaxResultBytes)
+	l.MaxDepth = pick(l.MaxDepth, p.MaxDepth)
+	if p.MaxCalls > 0 && (l.MaxCalls == 0 || p.MaxCalls < l.MaxCalls) {
+		l.MaxCalls = p.MaxCalls
+	}
+	return l
+}
+
+func (l Limits) adapter() adapterLimits {
+	return adapterLimits{maxDepth: l.MaxDepth, maxFrameBytes: 6*l.MaxArgumentBytes + frameOverhead}
+}
+
+// Config configures a Kernel.
+type Config struct {
+	// Builtins are the built-in tools a process may enable by name (tools.Echo(), …).
+	Builtins []Tool
+	// Limits are the kernel-wide limits; processes can only tighten them.
+	Limits Limits
+}
+
+// Projection is how a process's tool table is shown to the model.
+type Projection string
+
+const (
+	// Direct shows every visible process tool, JIT tools included, as its own function
+	// with its stored input schema. The zero value of ProcessConfig.Projection.
+	Direct Projection = "direct"
+	// Multiplexed shows the non-JIT process tools plus the pseudo-function
+	// run_jit_tool {"tool_name","arguments"}; JIT names and schemas stay hidden.
+	Multiplexed Projection = "multiplexed"
+)
+
+// ProcessConfig configures a process at Spawn.
+type ProcessConfig struct {
+	// Capabilities granted to the process (handed to syscalls with each call).
+	Capabilities []string
+	// Projection is Direct (the default) or Multiplexed.
+	Projection Projection
+	// Limits tighten the kernel's limits for this process.
+	Limits Limits
+	// Tools are the names of the built-in tools enabled in the process's tool table.
+	Tools []string
+}
+
+// Kernel is the libOS kernel on one store. It is safe for concurrent use by many
+// processes; each call runs the whole pipeline.
+type Kernel struct {
+	st       *store.Store
+	builtins map[string]*entry
+	limits   Limits
+	runtime  *Runtime
+
+	mu     sync.RWMutex
+	procs  map[string]*process
+	closed bool
+	calls  sync.WaitGroup
+
+	subMu  sync.Mutex
+	subs   map[int]func(pid string)
+	nextID int
+
+	unknown []UnknownSettlement
+}
+
+type process struct {
+	pid    string
+	cfg    ProcessConfig
+	limits Limits
+
+	mu      sync.RWMutex
+	tools   map[string]*entry
+	allowed map[string]bool // nil: every tool in the table passes the gate
+}
+
+// processImage is what the process record keeps of its configuration (the Image
+// field), so a reopened kernel restores the same tool table.
+type processImage struct {
+	Tools []string `json:"tools"`
+}
+
+// Process states in the store.
+const stateRunning = "running"
+
+// UnknownSettlement is a tool call that reached tool_called but was never settled
+// before the kernel stopped; on Open it is reported (and recorded with an
+// unknown_settlement event), never retried.
+type UnknownSettlement struct {
+	PID    string
+	CallID string
+	Tool   string
+	Seq    uint64 // sequence number of the tool_called event
+}
+
+// Open starts a kernel on st with the built-in tools of cfg, compiling every schema
+// once. Processes already in st are restored with their tool tables, and every call
+// left without settlement is recorded as unknown_settlement (see UnknownSettlements).
+// The kernel does not own st: close the kernel, then the store.
+func Open(ctx context.Context, st *store.Store, cfg Config) (*Kernel, error) {
+	if st == nil {
+		return nil, errorf(CodeInvalidConfig, "open: no store")
+	}
+	if err := cfg.Limits.check("open"); err != nil {
+		return nil, err
+	}
+	k := &Kernel{
+		st:       st,
+		builtins: map[string]*entry{},
+		limits:   cfg.Limits.withDefaults(),
+		procs:    map[string]*process{},
+		subs:     map[int]func(string){},
+	}
+	k.runtime = &Runtime{Tools: &HostTools{k: k}}
+	for _, t := range cfg.Builtins {
+		if t.Kind != "" && t.Kind != KindBuiltin {
+			return nil, toolErr(t.Name, "a built-in tool must have kind %q", KindBuiltin)
+		}
+		if _, dup := k.builtins[t.Name]; dup {
+			return nil, toolErr(t.Name, "two built-in tools have this name")
+		}
+		e, err := compileTool(t, k.limits.MaxDepth)
+		if err != nil {
+			return nil, err
+		}
+		k.builtins[t.Name] = e
+	}
+	if err := k.rehydrate(ctx); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *Kernel) rehydrate(ctx context.Context) error {
+	recs, err := k.st.Processes()
+	if err != nil {
+		return storageErr("open: list processes", err)
+	}
+	for _, rec := range recs {
+		if rec.State != stateRunning {
+			continue
+		}
+		var img processImage
+		if len(rec.Image) > 0 {
+			if err := json.Unmarshal(rec.Image, &img); err != nil {
+				return storageErr("open: process "+rec.PID, err)
+			}
+		}
+		var lim Limits
+		if len(rec.Limits) > 0 {
+			if err := json.Unmarshal(rec.Limits, &lim); err != nil {
+				return storageErr("open: process "+rec.PID, err)
+			}
+		}
+		cfg := ProcessConfig{Capabilities: rec.Capabilities, Projection: Projection(rec.Projection), Limits: lim, Tools: img.Tools}
+		p, err := k.newProcess(rec.PID, cfg)
+		if err != nil {
+			return fmt.Errorf("engine: open: restore process %s: %w", rec.PID, err)
+		}
+		k.procs[p.pid] = p
+		open, err := k.st.Unsettled(rec.PID)
+		if err != nil {
+			return storageErr("open: unsettled calls of "+rec.PID, err)
+		}
+		for _, ev := range open {
+			var called struct {
+				Tool string `json:"tool"`
+			}
+			_ = json.Unmarshal(ev.Data, &called)
+			data, _ := json.Marshal(map[string]any{
+				"call_id": ev.CallID, "tool": called.Tool, "called_seq": ev.Seq,
+				"reason": "the call was not settled before the kernel stopped; it may or may not have had effects and is not retried",
+			})
+			if _, err := k.st.Append(ctx, rec.PID, store.EventUnknownSettlement, data); err != nil {
+				return storageErr("open: record unknown settlement", err)
+			}
+			k.unknown = append(k.unknown, UnknownSettlement{PID: rec.PID, CallID: ev.CallID, Tool: called.Tool, Seq: ev.Seq})
+		}
+	}
+	return nil
+}
+
+// UnknownSettlements returns the calls Open found unsettled and recorded as
+// unknown_settlement. Their effects are unknown; they were not retried.
+func (k *Kernel) UnknownSettlements() []UnknownSettlement { return slices.Clone(k.unknown) }
+
+// Close stops accepting calls and waits for the calls in flight. It does not close
+// the store.
+func (k *Kernel) Close() error {
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	k.calls.Wait()
+	return nil
+}
+
+// Runtime is the host API of the kernel (the seed's runtime.*).
+func (k *Kernel) Runtime() *Runtime { return k.runtime }
+
+func storageErr(what string, err error) *Error {
+	return &Error{Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
+}
+
+func newID(prefix string) string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("engine: no randomness: " + err.Error())
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (k *Kernel) newProcess(pid string, cfg ProcessConfig) (*process, error) {
+	if cfg.Projection == "" {
+		cfg.Projection = Direct
+	}
+	if cfg.Projection != Direct && cfg.Projection != Multiplexed {
+		return nil, errorf(CodeInvalidConfig, "spawn: unknown projection %q (want direct or multiplexed)", cfg.Projection)
+	}
+	if err := cfg.Limits.check("spawn"); err != nil {
+		return nil, err
+	}
+	p := &process{pid: pid, cfg: cfg, limits: k.limits.tighten(cfg.Limits), tools: map[string]*entry{}}
+	for _, name := range cfg.Tools {
+		if name == RunJITTool {
+			return nil, errorf(CodeInvalidConfig, "spawn: %s is not a process tool and cannot be enabled", RunJITTool)
+		}
+		e, ok := k.builtins[name]
+		if !ok {
+			return nil, errorf(CodeInvalidConfig, "spawn: no built-in tool %q", name)
+		}
+		if _, dup := p.tools[name]; dup {
+			return nil, errorf(CodeInvalidConfig, "spawn: tool %q enabled twice", name)
+		}
+		p.tools[name] = e
+	}
+	p.cfg.Capabilities = slices.Clone(cfg.Capabilities)
+	p.cfg.Tools = slices.Clone(cfg.Tools)
+	return p, nil
+}
+
+// Spawn creates a process and returns its PID (pid_ + 128 random bits, hex). The
+// process record and a process_spawned event are durable when Spawn returns.
+func (k *Kernel) Spawn(ctx context.Context, cfg ProcessConfig) (string, error) {
+	if err := k.enter(); err != nil {
+		return "", err
+	}
+	defer k.calls.Done()
+	p, err := k.newProcess(newID("pid_"), cfg)
+	if err != nil {
+		return "", err
+	}
+	img, _ := json.Marshal(processImage{Tools: p.cfg.Tools})
+	lim, _ := json.Marshal(p.cfg.Limits)
+	caps := p.cfg.Capabilities
+	if caps == nil {
+		caps = []string{}
+	}
+	tools := p.cfg.Tools
+	if tools == nil {
+		tools = []string{}
+	}
+	ev, _ := json.Marshal(map[string]any{
+		"projection": p.cfg.Projection, "tools": tools, "capabilities": caps,
+		"limits": p.limits,
+	})
+	err = k.st.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.PutProcess(store.Process{
+			PID: p.pid, Image: img, Capabilities: p.cfg.Capabilities, Projection: string(p.cfg.Projection),
+			Limits: lim, State: stateRunning,
+		}); err != nil {
+			return err
+		}
+		_, err := tx.Append(p.pid, EventProcessSpawned, ev)
+		return err
+	})
+	if err != nil {
+		return "", storageErr("spawn", err)
+	}
+	k.mu.Lock()
+	k.procs[p.pid] = p
+	k.mu.Unlock()
+	return p.pid, nil
+}
+
+// enter registers a call in flight, refusing it when the kernel is closed.
+func (k *Kernel) enter() error {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.closed {
+		return errorf(CodeClosed, "the kernel is closed")
+	}
+	k.calls.Add(1)
+	return nil
+}
+
+func (k *Kernel) process(pid string) (*process, error) {
+	k.mu.RLock()
+	p := k.procs[pid]
+	k.mu.RUnlock()
+	if p == nil {
+		return nil, errorf(CodeUnknownProcess, "no process %q", pid)
+	}
+	return p, nil
+}
+
+// ProcessInfo describes a live process.
+type ProcessInfo struct {
+	PID          string
+	Projection   Projection
+	Capabilities []string
+	// Limits are the effective limits (the kernel's, tightened by the process's).
+	Limits Limits
+	// Tools are the names in the process tool table, sorted, with their kinds.
+	Tools map[string]ToolKind
+}
+
+// Process describes process pid.
+func (k *Kernel) Process(pid string) (ProcessInfo, error) {
+	p, err := k.process(pid)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	info := ProcessInfo{PID: pid, Projection: p.cfg.Projection, Capabilities: slices.Clone(p.cfg.Capabilities), Limits: p.limits, Tools: map[string]ToolKind{}}
+	for n, e := range p.tools {
+		info.Tools[n] = e.Kind
+	}
+	return info, nil
+}
+
+// Tools returns the projected tool list of pid, as the model sees it, sorted by name:
+// in direct mode every tool that passes the visibility gate; in multiplexed mode the
+// non-JIT tools plus run_jit_tool.
+func (k *Kernel) Tools(pid string) ([]ToolDef, error) {
+	p, err := k.process(pid)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.RLock()
+	var defs []ToolDef
+	for name, e := range p.tools {
+		if p.allowed != nil && !p.allowed[name] {
+			continue
+		}
+		if e.Kind == KindJIT && p.cfg.Projection == Multiplexed {
+			continue
+		}
+		defs = append(defs, e.def())
+	}
+	p.mu.RUnlock()
+	if p.cfg.Projection == Multiplexed {
+		defs = append(defs, runJITToolDef)
+	}
+	sort.Slice(defs, func(i, j int) bool { return defs[i].Name < defs[j].Name })
+	return defs, nil
+}
+
+func (e *entry) def() ToolDef {
+	return ToolDef{Name: e.Name, Description: e.Description, InputSchema: e.inSchema, OutputSchema: e.outSchema, Annotations: e.Annotations, Strict: e.strict}
+}
+
+// OnToolsChanged subscribes fn to changes of a process's projected tool list (a JIT
+// tool installed or removed, the visibility gate changed). fn runs synchronously after
+// the change is durable and must return quickly. The returned func unsubscribes.
+func (k *Kernel) OnToolsChanged(fn func(pid string)) (unsubscribe func()) {
+	k.subMu.Lock()
+	id := k.nextID
+	k.nextID++
+	k.subs[id] = fn
+	k.subMu.Unlock()
+	return func() {
+		k.subMu.Lock()
+		delete(k.subs, id)
+		k.subMu.Unlock()
+	}
+}
+
+func (k *Kernel) notify(pid string) {
+	k.subMu.Lock()
+	fns := make([]func(string), 0, len(k.subs))
+	for _, fn := range k.subs {
+		fns = append(fns, fn)
+	}
+	k.subMu.Unlock()
+	for _, fn := range fns {
+		fn(pid)
+	}
+}
+
+// InstallTool installs a JIT tool in pid's tool table, atomically with persist (the
+// durable binding the JIT lifecycle writes, may be nil) and a tools_changed event: the
+// entry appears only if the batch committed, and the batch commits only if the name
+// is free. A name already in the table (built-in or JIT) is a tool_conflict.
+// Subscribers of OnToolsChanged are told after the commit.
+func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist func(tx *store.Tx) error) error {
+	if err := k.enter(); err != nil {
+		return err
+	}
+	defer k.calls.Done()
+	p, err := k.process(pid)
+	if err != nil {
+		return err
+	}
+	if t.Kind != KindJIT {
+		return toolErr(t.Name, "InstallTool installs JIT tools only (kind %q)", KindJIT)
+	}
+	e, err := compileTool(t, p.limits.MaxDepth)
+	if err != nil {
+		return err
+	}
+	data, _ := json.Marshal(map[string]any{"change": "installed", "tool": t.Name, "kind": KindJIT, "tool_id": t.ID})
+	p.mu.Lock()
+	if _, taken := p.tools[t.Name]; taken {
+		p.mu.Unlock()
+		e := errorf(CodeToolConflict, "process %s already has a tool named %q", pid, t.Name)
+		e.Tool = t.Name
+		return e
+	}
+	err = k.st.Update(ctx, func(tx *store.Tx) error {
+		if persist != nil {
+			if err := persist(tx); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Append(pid, EventToolsChanged, data)
+		return err
+	})
+	if err == nil {
+		p.tools[t.Name] = e
+	}
+	p.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return &Error{Code: CodeToolConflict, Tool: t.Name, Message: "install " + t.Name + ": " + err.Error(), Err: err}
+		}
+		return &Error{Code: CodeStorage, Tool: t.Name, Message: "install " + t.Name + ": " + err.Error(), Err: err}
+	}
+	k.notify(pid)
+	return nil
+}
+
+// RemoveTool removes JIT tool name from pid's tool table, atomically with persist and
+// a tools_changed event. Built-in tools cannot be removed.
+func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(tx *store.Tx) error) error {
+	if err := k.enter(); err != nil {
+		return err
+	}
+	defer k.calls.Done()
+	p, err := k.process(pid)
+	if err != nil {
+		return err
+	}
+	data, _ := json.Marshal(map[string]any{"change": "removed", "tool": name, "kind": KindJIT})
+	p.mu.Lock()
+	e, ok := p.tools[name]
+	if !ok || e.Kind != KindJIT {
+		p.mu.Unlock()
+		return &Error{Code: CodeToolConflict, Tool: name, Message: fmt.Sprintf("process %s has no JIT tool named %q", pid, name)}
+	}
+	err = k.st.Update(ctx, func(tx *store.Tx) error {
+		if persist != nil {
+			if err := persist(tx); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Append(pid, EventToolsChanged, data)
+		return err
+	})
+	if err == nil {
+		delete(p.tools, name)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return &Error{Code: CodeStorage, Tool: name, Message: "remove " + name + ": " + err.Error(), Err: err}
+	}
+	k.notify(pid)
+	return nil
+}
+
+// SetToolGate sets the visibility gate of pid: only the named tools pass it (an
+// active Skill's allowed-tools), nil lets every tool in the table pass. Tools outside
+// the gate disappear from the projected list, and a call to one is refused with
+// tool_not_allowed before it reaches tool_called. The change is recorded as a
+// tools_changed event.
+func (k *Kernel) SetToolGate(ctx context.Context, pid string, allowed []string) error {
+	p, err := k.process(pid)
+	if err != nil {
+		return err
+	}
+	var set map[string]bool
+	if allowed != nil {
+		set = map[string]bool{}
+		for _, n := range allowed {
+			if n == RunJITTool {
+				return errorf(CodeInvalidConfig, "%s is not a process tool and cannot be allowed", RunJITTool)
+			}
+			set[n] = true
+		}
+	}
+	names := slices.Clone(allowed)
+	sort.Strings(names)
+	data, _ := json.Marshal(map[string]any{"change": "gate", "allowed": names})
+	p.mu.Lock()
+	_, err = k.st.Append(ctx, pid, EventToolsChanged, data)
+	if err == nil {
+		p.allowed = set
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return storageErr("set tool gate", err)
+	}
+	k.notify(pid)
+	return nil
+}

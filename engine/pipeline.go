@@ -1,0 +1,403 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/store"
+)
+
+// Event types the kernel writes to a process's log.
+const (
+	EventProcessSpawned = "process_spawned"
+	// EventProtocolRejected: a frame failed the adapter; nothing was dispatched.
+	EventProtocolRejected = "protocol_rejected"
+	// EventCallRejected: a normalised call was refused before tool_called (unknown or
+	// hidden tool, oversized argument, schema, visibility gate, budget).
+	EventCallRejected = "call_rejected"
+	// EventToolCalled opens a call: the handler is about to run.
+	EventToolCalled = store.EventToolCalled
+	// EventToolResult settles a call whose ToolResult is persisted.
+	EventToolResult = store.EventToolResult
+	// EventToolFailed settles a call that failed after tool_called, with its code.
+	EventToolFailed = store.EventToolFailed
+	// EventUnknownSettlement settles, on Open, a call the kernel stopped in.
+	EventUnknownSettlement = store.EventUnknownSettlement
+	// EventToolsChanged records a change of the tool table or the visibility gate.
+	EventToolsChanged = "tools_changed"
+)
+
+// Result is the normalised result of one tool call: the same value twice, as
+// structured JSON and as its canonical JSON text (MCP's structuredContent and text
+// content). Both are the canonical form: compact, object keys sorted, numbers exactly
+// as the tool wrote them, so the text never loses precision.
+type Result struct {
+	PID    string
+	CallID string
+	Tool   string
+	// Structured is the result value (canonical JSON).
+	Structured json.RawMessage
+	// Text is the same value as a text content block.
+	Text string
+}
+
+// request is a call after the adapter (or the host API's argument check).
+type request struct {
+	name       string
+	args       jsonx.Value
+	argBytes   int
+	fromAction bool
+	via        string
+	depth      int
+}
+
+const (
+	viaModel = "model"
+	viaHost  = "host"
+)
+
+// HandleFrame runs one provider frame from the model through the whole pipeline:
+// adapter → projection/lookup → argument size → input schema → visibility gate →
+// budget → tool_called → handler → result size → output schema → normalisation →
+// ToolResult → tool_result. It accepts every frame shape the adapter knows (OpenAI,
+// Anthropic, MCP, plain). Errors are *Error values; which events exist after each
+// kind of failure is part of the contract (see the package documentation).
+func (k *Kernel) HandleFrame(ctx context.Context, pid string, frame []byte) (*Result, error) {
+	if err := k.enter(); err != nil {
+		return nil, err
+	}
+	defer k.calls.Done()
+	p, err := k.process(pid)
+	if err != nil {
+		return nil, err
+	}
+	n, err := normalizeFrame(frame, p.limits.adapter())
+	if err != nil {
+		return nil, k.rejectFrame(ctx, p, viaModel, frame, err)
+	}
+	return k.dispatch(ctx, p, request{name: n.name, args: n.args, argBytes: n.argBytes, fromAction: n.fromAction, via: viaModel})
+}
+
+// Runtime is the host API of a kernel.
+type Runtime struct {
+	// Tools is runtime.tools: calling process tools from the host.
+	Tools *HostTools
+}
+
+// HostTools calls process tools on behalf of the host (the seed's runtime.tools.call)
+// and of tools.call syscalls. It looks names up in the process tool table, not in the
+// model's projection: JIT tools are reachable in both modes, run_jit_tool never is.
+// Otherwise the pipeline is the model's, events included.
+type HostTools struct{ k *Kernel }
+
+// Call runs tool name of process pid with args (a JSON object; empty or null means {}).
+// The reserved top-level action key is removed as for model calls.
+func (h *HostTools) Call(ctx context.Context, pid, name string, args json.RawMessage) (*Result, error) {
+	return h.call(ctx, pid, name, args, 0)
+}
+
+// CallTool is Call for a tools.call syscall at nesting depth depth; it returns the
+// structured result. It has the shape of syscalls.ToolCaller.
+func (h *HostTools) CallTool(ctx context.Context, pid, tool string, args json.RawMessage, depth int) (json.RawMessage, error) {
+	r, err := h.call(ctx, pid, tool, args, depth)
+	if err != nil {
+		return nil, err
+	}
+	return r.Structured, nil
+}
+
+func (h *HostTools) call(ctx context.Context, pid, name string, args json.RawMessage, depth int) (*Result, error) {
+	k := h.k
+	if err := k.enter(); err != nil {
+		return nil, err
+	}
+	defer k.calls.Done()
+	p, err := k.process(pid)
+	if err != nil {
+		return nil, err
+	}
+	v, err := hostArgs(args, p.limits)
+	if err != nil {
+		return nil, k.rejectFrame(ctx, p, viaHost, args, err)
+	}
+	v, _ = v.Without(actionKey)
+	return k.dispatch(ctx, p, request{name: name, args: v, argBytes: len(args), via: viaHost, depth: depth})
+}
+
+// hostArgs applies the adapter's argument rules to host-supplied arguments.
+func hostArgs(args json.RawMessage, lim Limits) (jsonx.Value, error) {
+	if len(args) > lim.adapter().maxFrameBytes {
+		return jsonx.Value{}, errorf(CodeLimitExceeded, "protocol frame: arguments are %d bytes, more than the %d-byte frame limit", len(args), lim.adapter().maxFrameBytes)
+	}
+	if len(strings.TrimSpace(string(args))) == 0 {
+		return jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}, nil
+	}
+	v, err := jsonx.Decode(args, lim.MaxDepth)
+	if err != nil {
+		return v, decodeErr("arguments", err)
+	}
+	switch v.Kind {
+	case jsonx.Null:
+		return jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}, nil
+	case jsonx.Object:
+		return v, nil
+	}
+	return v, protocolErr("arguments must be a JSON object, got %s", v.Kind)
+}
+
+// rejectFrame records a protocol rejection (never a tool failure) and returns err,
+// or a storage error when the rejection could not be recorded.
+func (k *Kernel) rejectFrame(ctx context.Context, p *process, via string, frame []byte, err error) error {
+	var e *Error
+	errors.As(err, &e)
+	sum := sha256.Sum256(frame)
+	data, _ := json.Marshal(map[string]any{
+		"code": e.Code, "reason": e.Message, "via": via,
+		"frame_bytes": len(frame), "frame_sha256": hex.EncodeToString(sum[:]),
+	})
+	if _, serr := k.st.Append(context.WithoutCancel(ctx), p.pid, EventProtocolRejected, data); serr != nil {
+		return &Error{Code: CodeStorage, Message: "could not record the protocol rejection: " + serr.Error(), Err: errors.Join(err, serr)}
+	}
+	return err
+}
+
+// rejectCall records a call refused before tool_called and returns err.
+func (k *Kernel) rejectCall(ctx context.Context, p *process, req *request, err *Error) error {
+	m := map[string]any{"tool": req.name, "code": err.Code, "reason": err.Message, "via": req.via}
+	if len(err.Details) > 0 {
+		m["details"] = err.Details
+	}
+	if req.depth > 0 {
+		m["depth"] = req.depth
+	}
+	data, _ := json.Marshal(m)
+	if _, serr := k.st.Append(context.WithoutCancel(ctx), p.pid, EventCallRejected, data); serr != nil {
+		return &Error{Code: CodeStorage, Tool: err.Tool, Message: "could not record the rejected call: " + serr.Error(), Err: errors.Join(err, serr)}
+	}
+	return err
+}
+
+func unknownTool(name string) *Error {
+	return &Error{Code: CodeUnknownTool, Tool: name, Message: fmt.Sprintf("no tool named %q in this process's projection", name)}
+}
+
+func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result, error) {
+	// Projection and lookup.
+	p.mu.RLock()
+	proj := p.cfg.Projection
+	e := p.tools[req.name]
+	p.mu.RUnlock()
+	mux := false
+	switch {
+	case req.name == RunJITTool && req.via == viaModel && proj == Multiplexed:
+		mux = true
+	case req.name == RunJITTool && req.via == viaHost:
+		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeUnknownTool, Tool: req.name, Message: RunJITTool + " is not a process tool: it only routes model calls in the multiplexed projection and cannot be called through the host API"})
+	case e == nil:
+		return nil, k.rejectCall(ctx, p, &req, unknownTool(req.name))
+	case e.Kind == KindJIT && req.via == viaModel && proj == Multiplexed:
+		// Hidden: in multiplexed mode JIT tools are reached only through run_jit_tool,
+		// and the refusal reads exactly like an unknown name.
+		return nil, k.rejectCall(ctx, p, &req, unknownTool(req.name))
+	}
+
+	// Argument size limit, on the raw arguments.
+	if req.argBytes > p.limits.MaxArgumentBytes {
+		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeLimitExceeded, Tool: req.name,
+			Message: fmt.Sprintf("arguments of %s are %d bytes, more than the %d-byte argument limit", req.name, req.argBytes, p.limits.MaxArgumentBytes)})
+	}
+
+	// Input schema validation, before anything runs.
+	args := req.args
+	if mux {
+		name, nested, details := muxEnvelope(&args)
+		if details != nil {
+			return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeSchemaInvalid, Tool: RunJITTool, Details: details,
+				Message: RunJITTool + ` arguments must be exactly {"tool_name": string, "arguments": object}: ` + describeDetails(details)})
+		}
+		p.mu.RLock()
+		e = p.tools[name]
+		p.mu.RUnlock()
+		if e == nil || e.Kind != KindJIT {
+			return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeUnknownTool, Tool: name, Message: fmt.Sprintf("%s: no JIT tool named %q in this process", RunJITTool, name)})
+		}
+		args = nested
+	}
+	if details := validate(e.in, &args); details != nil {
+		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeSchemaInvalid, Tool: e.Name, Details: details,
+			Message: fmt.Sprintf("arguments of %s do not match its input schema: %s", e.Name, describeDetails(details))})
+	}
+
+	// Visibility gate.
+	p.mu.RLock()
+	allowed := p.allowed
+	gated := allowed != nil && !allowed[e.Name]
+	p.mu.RUnlock()
+	if gated {
+		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeNotAllowed, Tool: e.Name, Message: fmt.Sprintf("%s is not among the tools allowed in this process now", e.Name)})
+	}
+
+	// Budget and tool_called, in one durable batch.
+	call := &Call{
+		PID: p.pid, CallID: newID("call_"), Tool: e.Name, Kind: e.Kind, Action: req.name,
+		Args: args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.cfg.Capabilities,
+	}
+	called := map[string]any{"call_id": call.CallID, "tool": e.Name, "kind": e.Kind, "action": req.name, "via": req.via, "args": call.Args, "arg_bytes": req.argBytes}
+	if e.ID != "" {
+		called["tool_id"] = e.ID
+	}
+	if req.fromAction {
+		called["name_from"] = "action"
+	}
+	if req.depth > 0 {
+		called["depth"] = req.depth
+	}
+	calledData, err := json.Marshal(called)
+	if err != nil {
+		return nil, fmt.Errorf("engine: encode tool_called: %w", err)
+	}
+	overBudget := false
+	err = k.st.Update(ctx, func(tx *store.Tx) error {
+		if p.limits.MaxCalls > 0 {
+			if _, err := tx.Charge(p.pid, "tool_calls", 1, p.limits.MaxCalls); err != nil {
+				overBudget = errors.Is(err, store.ErrLimitExceeded)
+				return err
+			}
+		}
+		_, err := tx.Append(p.pid, EventToolCalled, calledData)
+		return err
+	})
+	if overBudget {
+		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeBudgetExceeded, Tool: e.Name, Message: fmt.Sprintf("the process has used its budget of %d tool calls", p.limits.MaxCalls)})
+	}
+	if err != nil {
+		return nil, &Error{Code: CodeStorage, Tool: e.Name, Message: "could not record tool_called: " + err.Error(), Err: err}
+	}
+
+	// From here the call is open: every path settles it, whatever happens to ctx.
+	settleCtx := context.WithoutCancel(ctx)
+	out, herr := runHandler(ctx, e.Handler, call)
+	if herr != nil {
+		return nil, k.fail(settleCtx, p, call, herr)
+	}
+	if len(out) > p.limits.MaxResultBytes {
+		return nil, k.fail(settleCtx, p, call, &Error{Code: CodeLimitExceeded, Tool: e.Name,
+			Message: fmt.Sprintf("result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(out), p.limits.MaxResultBytes)})
+	}
+	v, derr := jsonx.Decode(out, p.limits.MaxDepth)
+	if derr != nil {
+		return nil, k.fail(settleCtx, p, call, &Error{Code: CodeOutputInvalid, Tool: e.Name, Message: fmt.Sprintf("result of %s is not exact JSON: %v", e.Name, derr), Err: derr})
+	}
+	if e.out != nil {
+		if details := validate(e.out, &v); details != nil {
+			return nil, k.fail(settleCtx, p, call, &Error{Code: CodeOutputInvalid, Tool: e.Name, Details: details,
+				Message: fmt.Sprintf("result of %s does not match its output schema: %s", e.Name, describeDetails(details))})
+		}
+	}
+	canon := v.Canonical()
+	if len(canon) > p.limits.MaxResultBytes {
+		return nil, k.fail(settleCtx, p, call, &Error{Code: CodeLimitExceeded, Tool: e.Name,
+			Message: fmt.Sprintf("normalised result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(canon), p.limits.MaxResultBytes)})
+	}
+	sum := sha256.Sum256(canon)
+	resultData, _ := json.Marshal(map[string]any{"call_id": call.CallID, "tool": e.Name, "result_bytes": len(canon), "result_sha256": hex.EncodeToString(sum[:])})
+	res := &Result{PID: p.pid, CallID: call.CallID, Tool: e.Name, Structured: canon, Text: string(canon)}
+	err = k.st.Update(settleCtx, func(tx *store.Tx) error {
+		if err := tx.PutToolResult(store.ToolResult{PID: p.pid, CallID: call.CallID, Tool: e.Name, Structured: canon, Text: res.Text}); err != nil {
+			return err
+		}
+		_, err := tx.Append(p.pid, EventToolResult, resultData)
+		return err
+	})
+	if err != nil {
+		serr := &Error{Code: CodeStorage, Tool: e.Name, Message: "could not persist the result: " + err.Error(), Err: err}
+		return nil, k.fail(settleCtx, p, call, serr)
+	}
+	return res, nil
+}
+
+// runHandler runs h, turning a panic into an error: the host survives every tool.
+func runHandler(ctx context.Context, h Handler, call *Call) (out json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Code: CodeToolFailed, Tool: call.Tool, Message: fmt.Sprintf("%s panicked: %v", call.Tool, r)}
+		}
+	}()
+	out, err = h(ctx, call)
+	if err == nil && out == nil {
+		err = &Error{Code: CodeOutputInvalid, Tool: call.Tool, Message: call.Tool + " returned no result"}
+	}
+	return out, err
+}
+
+// fail settles an open call with tool_failed carrying err's code, and returns err as
+// an *Error. If even that cannot be recorded the call stays open and is reported as
+// unknown settlement when the kernel is reopened.
+func (k *Kernel) fail(ctx context.Context, p *process, call *Call, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code == "" {
+		e = &Error{Code: Code(CodeOf(err)), Tool: call.Tool, Message: fmt.Sprintf("%s failed: %v", call.Tool, err), Err: err}
+	}
+	m := map[string]any{"call_id": call.CallID, "tool": call.Tool, "code": e.Code, "reason": e.Message}
+	if len(e.Details) > 0 {
+		m["details"] = e.Details
+	}
+	data, _ := json.Marshal(m)
+	if _, serr := k.st.Append(ctx, p.pid, EventToolFailed, data); serr != nil {
+		return &Error{Code: CodeStorage, Tool: call.Tool, Message: "could not settle the failed call: " + serr.Error(), Err: errors.Join(e, serr)}
+	}
+	return e
+}
+
+// runJITToolDef is the multiplexed pseudo-function. Its schema names no JIT tool.
+var runJITToolDef = ToolDef{
+	Name: RunJITTool,
+	Description: "Run a process-local JIT tool by its registered name. Call with exactly " +
+		`{"tool_name": "<registered name>", "arguments": {…}}` + ": the field is tool_name, not name, and arguments must match that tool's input schema.",
+	InputSchema: json.RawMessage(`{"additionalProperties":false,"properties":{"arguments":{"description":"The arguments object of the JIT tool, validated against its input schema.","type":"object"},"tool_name":{"description":"The registered name of the JIT tool.","type":"string"}},"required":["tool_name","arguments"],"type":"object"}`),
+	Annotations: Annotations{Title: "Run a JIT tool", Destructive: true, OpenWorld: false},
+}
+
+// muxEnvelope checks run_jit_tool's arguments: exactly {"tool_name": non-empty string,
+// "arguments": object}. It returns the violations as data.
+func muxEnvelope(args *jsonx.Value) (string, jsonx.Value, []Detail) {
+	var details []Detail
+	for _, m := range args.O {
+		switch m.Key {
+		case "tool_name", "arguments":
+		case "name":
+			details = append(details, Detail{Path: "/name", Message: `the field is "tool_name", not "name"`})
+		default:
+			details = append(details, Detail{Path: "/" + escapePointer(m.Key), Message: `unexpected key: run_jit_tool takes only "tool_name" and "arguments"`})
+		}
+	}
+	var name string
+	switch tn, ok := args.Get("tool_name"); {
+	case !ok:
+		details = append(details, Detail{Path: "", Message: `missing required "tool_name"`})
+	case tn.Kind != jsonx.String || tn.S == "":
+		details = append(details, Detail{Path: "/tool_name", Message: "must be a non-empty string"})
+	default:
+		name = tn.S
+	}
+	var nested jsonx.Value
+	switch a, ok := args.Get("arguments"); {
+	case !ok:
+		details = append(details, Detail{Path: "", Message: `missing required "arguments"`})
+	case a.Kind != jsonx.Object:
+		details = append(details, Detail{Path: "/arguments", Message: "must be an object, got " + a.Kind.String()})
+	default:
+		nested = *a
+	}
+	return name, nested, details
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}

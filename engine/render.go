@@ -1,0 +1,212 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentlibos/libos/engine/internal/jsonx"
+)
+
+// ToolDef is one function as a projection shows it to the model.
+type ToolDef struct {
+	Name        string
+	Description string
+	// InputSchema and OutputSchema are the canonical text of the tool's schemas.
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage // nil when the tool declares none
+	Annotations  Annotations
+	// Strict reports that InputSchema fits the OpenAI strict-mode subset (root object,
+	// every object closed with additionalProperties:false and every property required,
+	// only supported keywords), so the OpenAI rendering can set strict:true.
+	Strict bool
+}
+
+// Provider names a rendering of a tool list.
+type Provider string
+
+const (
+	// ProviderMCP renders MCP Tool objects (the "tools" array of a tools/list result).
+	ProviderMCP Provider = "mcp"
+	// ProviderOpenAI renders OpenAI chat-completions function tools.
+	ProviderOpenAI Provider = "openai"
+	// ProviderAnthropic renders Anthropic tool definitions.
+	ProviderAnthropic Provider = "anthropic"
+)
+
+// RenderTools renders a projected tool list for a provider, as a JSON array.
+func RenderTools(defs []ToolDef, p Provider) (json.RawMessage, error) {
+	out := make([]any, 0, len(defs))
+	for _, d := range defs {
+		switch p {
+		case ProviderMCP:
+			t := mcpTool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}
+			a := d.Annotations
+			t.Annotations = &mcpAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnly, DestructiveHint: !a.ReadOnly && a.Destructive, IdempotentHint: a.Idempotent, OpenWorldHint: a.OpenWorld}
+			out = append(out, t)
+		case ProviderOpenAI:
+			f := openAIFunction{Name: d.Name, Description: d.Description, Parameters: d.InputSchema}
+			if d.Strict {
+				f.Strict = true
+			}
+			out = append(out, openAITool{Type: "function", Function: f})
+		case ProviderAnthropic:
+			out = append(out, anthropicTool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema})
+		default:
+			return nil, errorf(CodeInvalidConfig, "unknown provider %q (want mcp, openai or anthropic)", p)
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("engine: render tools: %w", err)
+	}
+	return b, nil
+}
+
+type mcpTool struct {
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  *mcpAnnotations `json:"annotations,omitempty"`
+}
+
+// mcpAnnotations are written in full: MCP's defaults for absent hints are the
+// pessimistic ones (destructive, open world), so every hint is stated.
+type mcpAnnotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    bool   `json:"readOnlyHint"`
+	DestructiveHint bool   `json:"destructiveHint"`
+	IdempotentHint  bool   `json:"idempotentHint"`
+	OpenWorldHint   bool   `json:"openWorldHint"`
+}
+
+type openAITool struct {
+	Type     string         `json:"type"`
+	Function openAIFunction `json:"function"`
+}
+
+type openAIFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict,omitempty"`
+}
+
+type anthropicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// strictKeywords are the schema keywords OpenAI strict mode supports.
+var strictKeywords = map[string]bool{
+	"type": true, "properties": true, "required": true, "additionalProperties": true,
+	"items": true, "enum": true, "const": true, "anyOf": true, "$defs": true, "$ref": true,
+	"description": true, "title": true, "pattern": true, "format": true,
+	"multipleOf": true, "maximum": true, "exclusiveMaximum": true, "minimum": true,
+	"exclusiveMinimum": true, "minItems": true, "maxItems": true, "$schema": true,
+}
+
+// strictSubset reports whether schema v fits OpenAI's strict mode: supported keywords
+// only, every object closed (additionalProperties:false) with every property
+// required, a root of type object that is not a union.
+func strictSubset(v *jsonx.Value, root bool) bool {
+	if v.Kind != jsonx.Object {
+		return false
+	}
+	if root {
+		t, ok := v.Get("type")
+		if !ok || t.Kind != jsonx.String || t.S != "object" {
+			return false
+		}
+		if _, ok := v.Get("anyOf"); ok {
+			return false
+		}
+	} else if _, ok := v.Get("$schema"); ok {
+		return false
+	}
+	isObject := false
+	if t, ok := v.Get("type"); ok {
+		switch t.Kind {
+		case jsonx.String:
+			isObject = t.S == "object"
+		case jsonx.Array:
+			for _, e := range t.A {
+				isObject = isObject || (e.Kind == jsonx.String && e.S == "object")
+			}
+		default:
+			return false
+		}
+	}
+	for _, m := range v.O {
+		if !strictKeywords[m.Key] {
+			return false
+		}
+	}
+	props, hasProps := v.Get("properties")
+	if isObject || hasProps {
+		ap, ok := v.Get("additionalProperties")
+		if !ok || ap.Kind != jsonx.Bool || ap.B {
+			return false
+		}
+		req, _ := v.Get("required")
+		n := 0
+		if hasProps {
+			if props.Kind != jsonx.Object {
+				return false
+			}
+			n = len(props.O)
+		}
+		if req == nil {
+			if n > 0 {
+				return false
+			}
+		} else {
+			if req.Kind != jsonx.Array || len(req.A) != n {
+				return false
+			}
+			seen := make(map[string]bool, n)
+			for _, r := range req.A {
+				if r.Kind != jsonx.String || seen[r.S] {
+					return false
+				}
+				seen[r.S] = true
+				if _, ok := props.Get(r.S); !ok {
+					return false
+				}
+			}
+		}
+		if hasProps {
+			for i := range props.O {
+				if !strictSubset(&props.O[i].Val, false) {
+					return false
+				}
+			}
+		}
+	}
+	if items, ok := v.Get("items"); ok && !strictSubset(items, false) {
+		return false
+	}
+	if any, ok := v.Get("anyOf"); ok {
+		if any.Kind != jsonx.Array {
+			return false
+		}
+		for i := range any.A {
+			if !strictSubset(&any.A[i], false) {
+				return false
+			}
+		}
+	}
+	if defs, ok := v.Get("$defs"); ok {
+		if defs.Kind != jsonx.Object {
+			return false
+		}
+		for i := range defs.O {
+			if !strictSubset(&defs.O[i].Val, false) {
+				return false
+			}
+		}
+	}
+	return true
+}

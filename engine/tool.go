@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentlibos/libos/engine/internal/jsonx"
+)
+
+// ToolKind says where a tool in a process tool table comes from.
+type ToolKind string
+
+const (
+	// KindBuiltin tools come from the kernel's Config.Builtins and are enabled per process.
+	KindBuiltin ToolKind = "builtin"
+	// KindJIT tools are process-local tools installed with Kernel.InstallTool.
+	KindJIT ToolKind = "jit"
+)
+
+// RunJITTool is the multiplexed projection's pseudo-function. It is never a process
+// tool: no tool may have this name, it is never installed in a tool table, and the
+// host API refuses it.
+const RunJITTool = "run_jit_tool"
+
+// Handler runs one tool call. It receives the normalised call and returns the result
+// as JSON; the pipeline checks the result's size, exactness and output schema before
+// anything is persisted. A returned error settles the call as failed: its code is kept
+// when the error has one (an *Error, or any error with an ErrorCode() string method),
+// otherwise the code is tool_failed.
+type Handler func(ctx context.Context, call *Call) (json.RawMessage, error)
+
+// Annotations are hints about a tool's behaviour, rendered as MCP tool annotations.
+type Annotations struct {
+	Title       string
+	ReadOnly    bool // the tool does not change its environment
+	Destructive bool // the tool may destroy or overwrite (meaningful when not ReadOnly)
+	Idempotent  bool // repeating a call with the same arguments has no further effect
+	OpenWorld   bool // the tool talks to the world outside the libOS
+}
+
+// Tool is one entry of a process tool table: a name, a contract and a handler.
+type Tool struct {
+	// Name matches ^[A-Za-z0-9_-]{1,64}$ and is never run_jit_tool.
+	Name        string
+	Description string
+	// InputSchema is a JSON Schema (2020-12 unless it says otherwise) whose root
+	// accepts objects ("type":"object"). Required.
+	InputSchema json.RawMessage
+	// OutputSchema, when set, is checked against every result before it is persisted.
+	OutputSchema json.RawMessage
+	Annotations  Annotations
+	// Kind is KindBuiltin for Config.Builtins (the zero value means builtin there) and
+	// KindJIT for InstallTool.
+	Kind ToolKind
+	// ID is the stable identity of a JIT tool (tool_…); empty for built-ins.
+	ID      string
+	Handler Handler
+}
+
+// Call is one normalised tool call as a handler sees it.
+type Call struct {
+	PID    string
+	CallID string // call_ + 128 random bits, hex
+	// Tool is the resolved tool name; for run_jit_tool it is the JIT tool it routed to.
+	Tool string
+	Kind ToolKind
+	// Action is the internal action the adapter injects: the function name the model
+	// selected (run_jit_tool when the multiplexer routed the call). A top-level
+	// "action" argument never reaches Args.
+	Action string
+	// Args is the exact arguments object as compact JSON, members in the order the
+	// caller sent them, numbers as written, without the top-level action.
+	Args json.RawMessage
+	// Via is "model" for HandleFrame and "host" for the host API.
+	Via string
+	// Depth is the tools.call nesting depth: 0 for a call from the model or the host.
+	Depth int
+	// Capabilities are the capabilities the process was spawned with.
+	Capabilities []string
+}
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// entry is a tool with its schemas compiled once.
+type entry struct {
+	Tool
+	in, out   *jsonschema.Schema
+	inSchema  json.RawMessage // canonical text, for rendering
+	outSchema json.RawMessage
+	strict    bool // the input schema fits the OpenAI strict-mode subset
+}
+
+func toolErr(name, format string, args ...any) *Error {
+	e := errorf(CodeInvalidTool, "tool %q: "+format, append([]any{name}, args...)...)
+	e.Tool = name
+	return e
+}
+
+func compileTool(t Tool, maxDepth int) (*entry, error) {
+	if t.Name == RunJITTool {
+		return nil, toolErr(t.Name, "%s is reserved for the multiplexed projection and is never a process tool", RunJITTool)
+	}
+	if !toolNameRE.MatchString(t.Name) {
+		return nil, toolErr(t.Name, "the name must match %s", toolNameRE)
+	}
+	if t.Handler == nil {
+		return nil, toolErr(t.Name, "no handler")
+	}
+	if t.Kind == "" {
+		t.Kind = KindBuiltin
+	}
+	if t.Kind != KindBuiltin && t.Kind != KindJIT {
+		return nil, toolErr(t.Name, "unknown kind %q", t.Kind)
+	}
+	e := &entry{Tool: t}
+	if len(t.InputSchema) == 0 {
+		return nil, toolErr(t.Name, "no input schema")
+	}
+	var err error
+	var doc jsonx.Value
+	if e.in, doc, err = compileSchema(t.Name, "input", t.InputSchema, maxDepth); err != nil {
+		return nil, err
+	}
+	if tp, ok := doc.Get("type"); !ok || tp.Kind != jsonx.String || tp.S != "object" {
+		return nil, toolErr(t.Name, `the input schema's root must be {"type":"object", …}`)
+	}
+	e.inSchema = doc.Canonical()
+	e.strict = strictSubset(&doc, true)
+	if len(t.OutputSchema) > 0 {
+		if e.out, doc, err = compileSchema(t.Name, "output", t.OutputSchema, maxDepth); err != nil {
+			return nil, err
+		}
+		e.outSchema = doc.Canonical()
+	}
+	return e, nil
+}
+
+// noLoader refuses every URL that is not already in the compiler: a tool schema never
+// makes the kernel fetch a remote (or local file) $ref.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schemas are not loaded from %s: only the tool's own schema and the JSON Schema meta-schemas resolve", url)
+}
+
+func compileSchema(tool, which string, raw json.RawMessage, maxDepth int) (*jsonschema.Schema, jsonx.Value, error) {
+	doc, err := jsonx.Decode(raw, maxDepth)
+	if err != nil {
+		return nil, jsonx.Value{}, toolErr(tool, "%s schema is not exact JSON: %v", which, err)
+	}
+	if doc.Kind != jsonx.Object {
+		return nil, jsonx.Value{}, toolErr(tool, "%s schema must be a JSON object, got %s", which, doc.Kind)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	loc := "urn:libos:tool:" + tool + ":" + which
+	if err := c.AddResource(loc, doc.ToAny()); err != nil {
+		return nil, jsonx.Value{}, toolErr(tool, "%s schema: %v", which, err)
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return nil, jsonx.Value{}, toolErr(tool, "%s schema does not compile: %v", which, err)
+	}
+	return s, doc, nil
+}
+
+// validate checks v against s and returns the violations as data.
+func validate(s *jsonschema.Schema, v *jsonx.Value) []Detail {
+	err := s.Validate(v.ToAny())
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []Detail{{Path: "", Message: err.Error()}}
+	}
+	var out []Detail
+	var walk func(u *jsonschema.OutputUnit)
+	walk = func(u *jsonschema.OutputUnit) {
+		if u.Error != nil {
+			out = append(out, Detail{Path: u.InstanceLocation, Message: u.Error.String()})
+		}
+		for i := range u.Errors {
+			walk(&u.Errors[i])
+		}
+	}
+	walk(ve.BasicOutput())
+	if len(out) == 0 {
+		out = []Detail{{Message: ve.Error()}}
+	}
+	// Leaf findings first; the "does not validate" summaries last.
+	sort.SliceStable(out, func(i, j int) bool {
+		return !strings.HasPrefix(out[i].Message, "validation failed") && strings.HasPrefix(out[j].Message, "validation failed")
+	})
+	return out
+}
+
+func describeDetails(ds []Detail) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(ds)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		p := d.Path
+		if p == "" {
+			p = "/"
+		}
+		fmt.Fprintf(&b, "at %s: %s", p, d.Message)
+	}
+	return b.String()
+}
