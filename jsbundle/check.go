@@ -1,0 +1,353 @@
+package jsbundle
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/evanw/esbuild/pkg/api"
+	"github.com/tdewolff/parse/v2"
+	"github.com/tdewolff/parse/v2/js"
+
+	"github.com/agentlibos/libos/jsbundle/internal/srcpos"
+)
+
+// probed are the free (global) identifiers whose every use is examined. esbuild's define
+// feature replaces exactly the references that resolve to no declaration of the program
+// (its own scope analysis, the one that produced the output), so a local variable or
+// parameter named require or Function is left alone and never reported.
+var probed = []string{"eval", "Function", "require", "Deno", "WebAssembly", "process", "globalThis", "self", "window", "import.meta"}
+
+// forbiddenName maps a global name to the diagnostic that any use of it gets, directly
+// or as a property of the global object.
+var forbiddenName = map[string]struct{ code, why string }{
+	"eval":        {CodeEvalForbidden, "eval runs text as code, which no static check can see"},
+	"Function":    {CodeFunctionConstructor, "the Function constructor runs text as code, which no static check can see"},
+	"require":     {CodeRequireForbidden, "there is no module loader; keep the tool self-contained"},
+	"Deno":        {CodeGlobalForbidden, "the Deno global has no permission here; use libos.syscall"},
+	"WebAssembly": {CodeGlobalForbidden, "WebAssembly can load and run code that no static check can see"},
+	"process":     {CodeGlobalForbidden, "there is no process object; use libos.syscall for the outside world"},
+	"import_meta": {CodeImportMetaForbidden, "there is no module, so import.meta has no meaning"},
+}
+
+var globalObjects = map[string]bool{"globalThis": true, "self": true, "window": true}
+
+// checker walks the parsed probe output of one source.
+type checker struct {
+	c      *compiler
+	probe  string
+	out    []byte // the probe output, as parsed (with the NUL the parser appends)
+	outIdx *srcpos.Index
+	sm     *srcpos.SourceMap
+	stack  []js.INode
+
+	exports, imports, dynImports int
+	runParams                    int
+}
+
+// checkOutput compiles the source a second time with every probed global replaced by a
+// member of a unique probe object, parses that output and reports each use. Positions come
+// from the parsed tokens, through esbuild's source map, back to the TypeScript.
+func (c *compiler) checkOutput(mainCode string) {
+	probe := "__libos_probe"
+	for i := 0; strings.Contains(c.src, probe) || strings.Contains(mainCode, probe); i++ {
+		probe = "__libos_probe" + strconv.Itoa(i)
+	}
+	define := make(map[string]string, len(probed))
+	for _, name := range probed {
+		define[name] = probe + "." + strings.ReplaceAll(name, ".", "_")
+	}
+	opts := esbuildOptions()
+	opts.Define = define
+	opts.Sourcemap = api.SourceMapExternal
+	opts.SourcesContent = api.SourcesContentExclude
+	res := api.Transform(c.src, opts)
+	if len(res.Errors) > 0 {
+		c.internal(fmt.Sprintf("the checking compile failed: %s", res.Errors[0].Text))
+		return
+	}
+	sm, err := srcpos.ParseSourceMap(res.Map)
+	if err != nil {
+		c.internal(err.Error())
+		return
+	}
+	in := parse.NewInputBytes(res.Code)
+	ast, err := js.Parse(in, js.Options{})
+	if err != nil {
+		c.internal(fmt.Sprintf("the compiled output does not parse: %v", err))
+		return
+	}
+	k := &checker{c: c, probe: probe, out: in.Bytes(), outIdx: srcpos.NewIndex(string(res.Code)), sm: sm, runParams: -1}
+	js.Walk(k, ast)
+
+	// What the token scan of the TypeScript reported is the precise account; these
+	// checks on the output are the backstop that no module form reaches the sandbox.
+	if k.imports > 0 && !c.reported(CodeImportForbidden, CodeImportEqualsForbidden) {
+		c.add(CodeImportForbidden, 1, 1, "import declarations are not allowed; a tool is one self-contained file")
+	}
+	if k.dynImports > 0 && !c.reported(CodeDynamicImportForbidden) {
+		c.add(CodeDynamicImportForbidden, 1, 1, "import() is not allowed; there is no module loader")
+	}
+	if k.exports > 0 && !c.reported(CodeExtraExport, CodeDefaultExport, CodeReexportForbidden, CodeRunExportInvalid, CodeExportAssignment, CodeImportEqualsForbidden) {
+		c.add(CodeExtraExport, 1, 1, "the only export allowed is "+acceptedForm)
+	}
+	if k.runParams > 2 && c.runOffset >= 0 {
+		line, col := c.idx.Position(c.runOffset)
+		c.addWarning(CodeRunParams, line, col, fmt.Sprintf("run declares %d parameters; it is called with exactly two, (args, libos)", k.runParams))
+	}
+}
+
+func (k *checker) Exit(js.INode) { k.stack = k.stack[:len(k.stack)-1] }
+
+func (k *checker) Enter(n js.INode) js.IVisitor {
+	k.stack = append(k.stack, n)
+	switch n := n.(type) {
+	case *js.DotExpr:
+		if name, ok := k.probeName(n); ok {
+			k.use(name, n)
+		}
+	case *js.ImportStmt:
+		k.imports++
+	case *js.ExportStmt:
+		if fd, ok := n.Decl.(*js.FuncDecl); ok && !n.Default && n.Module == nil && len(n.List) == 0 &&
+			fd.Name != nil && string(fd.Name.Data) == "run" && !fd.Generator {
+			k.runParams = len(fd.Params.List)
+			if fd.Params.Rest != nil {
+				k.runParams++
+			}
+		} else {
+			k.exports++
+		}
+	case *js.CallExpr:
+		if lit, ok := literal(n.X); ok && lit.TokenType == js.ImportToken {
+			k.dynImports++
+		}
+	}
+	return k
+}
+
+// probeName reports whether d is probe.name, the stand-in for a use of the global name.
+func (k *checker) probeName(d *js.DotExpr) (string, bool) {
+	v, ok := d.X.(*js.Var)
+	if !ok || string(v.Name()) != k.probe || root(v).Decl != js.NoDecl {
+		return "", false
+	}
+	lit, ok := literal(d.Y)
+	if !ok {
+		return "", false
+	}
+	return string(lit.Data), true
+}
+
+// literal returns e as a literal; the parser stores some by value, some by pointer.
+func literal(e js.IExpr) (js.LiteralExpr, bool) {
+	switch e := e.(type) {
+	case js.LiteralExpr:
+		return e, true
+	case *js.LiteralExpr:
+		return *e, true
+	}
+	return js.LiteralExpr{}, false
+}
+
+func root(v *js.Var) *js.Var {
+	for v.Link != nil {
+		v = v.Link
+	}
+	return v
+}
+
+// use reports one use of a probed global, found at the probe expression d.
+func (k *checker) use(name string, d *js.DotExpr) {
+	y, _ := literal(d.Y)
+	if f, ok := forbiddenName[name]; ok {
+		shown := strings.ReplaceAll(name, "_", ".")
+		k.report(f.code, y.Data, fmt.Sprintf("%s is not allowed: %s", shown, f.why))
+		return
+	}
+	if globalObjects[name] {
+		k.globalObject(name, y.Data, len(k.stack)-1)
+	}
+}
+
+// globalObject checks the use of a global object (globalThis, self, window) whose
+// expression is k.stack[i]. A static member is fine unless it names a forbidden global;
+// a computed member with a key that is not a literal, or any use of the object as a value,
+// could reach eval, so it is rejected. typeof is fine.
+func (k *checker) globalObject(shown string, at []byte, i int) {
+	node := k.stack[i]
+	var parent js.INode
+	if i > 0 {
+		parent = k.stack[i-1]
+	}
+	switch p := parent.(type) {
+	case *js.DotExpr:
+		if p.X == node {
+			if lit, ok := literal(p.Y); ok {
+				k.member(shown, string(lit.Data), lit.Data, i-1)
+				return
+			}
+		}
+	case *js.IndexExpr:
+		if p.X == node {
+			if key, data, ok := literalKey(p.Y); ok {
+				k.member(shown, key, data, i-1)
+				return
+			}
+			k.report(CodeGlobalAccessForbidden, at, fmt.Sprintf("%s[…] with a computed key is not allowed: it can reach eval; write %s.name or %s[\"name\"]", shown, shown, shown))
+			return
+		}
+	case *js.UnaryExpr:
+		if p.Op == js.TypeofToken {
+			return
+		}
+	}
+	k.report(CodeGlobalAccessForbidden, at, fmt.Sprintf("%s may only be used as %s.name, %s[\"name\"] or in typeof: passed around as a value it can reach eval", shown, shown, shown))
+}
+
+// member checks globalObject.key, whose member expression is k.stack[i].
+func (k *checker) member(object, key string, at []byte, i int) {
+	if f, ok := forbiddenName[key]; ok && key != "import_meta" {
+		k.report(f.code, at, fmt.Sprintf("%s.%s is not allowed: %s", object, key, f.why))
+		return
+	}
+	if globalObjects[key] {
+		k.globalObject(object+"."+key, at, i)
+	}
+}
+
+// literalKey returns the property name that a computed key denotes when it is a
+// literal: a string, a number or a template without substitutions.
+func literalKey(e js.IExpr) (string, []byte, bool) {
+	if lit, ok := literal(e); ok {
+		switch {
+		case lit.TokenType == js.StringToken:
+			return decodeString(lit.Data[1 : len(lit.Data)-1]), lit.Data, true
+		case lit.TokenType&js.NumericToken != 0 && lit.TokenType < js.PunctuatorToken:
+			return string(lit.Data), lit.Data, true
+		}
+		return "", nil, false
+	}
+	switch e := e.(type) {
+	case *js.TemplateExpr:
+		if e.Tag == nil && len(e.List) == 0 && len(e.Tail) >= 2 {
+			return decodeString(e.Tail[1 : len(e.Tail)-1]), e.Tail, true
+		}
+	case *js.GroupExpr:
+		return literalKey(e.X)
+	}
+	return "", nil, false
+}
+
+// decodeString decodes the escapes of a JavaScript string or template body.
+func decodeString(b []byte) string {
+	var units []uint16
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c != '\\' || i+1 >= len(b) {
+			r, size := utf8.DecodeRune(b[i:])
+			units = utf16.AppendRune(units, r)
+			i += size
+			continue
+		}
+		i++
+		switch c = b[i]; c {
+		case 'n':
+			units = append(units, '\n')
+			i++
+		case 't':
+			units = append(units, '\t')
+			i++
+		case 'r':
+			units = append(units, '\r')
+			i++
+		case 'b':
+			units = append(units, '\b')
+			i++
+		case 'f':
+			units = append(units, '\f')
+			i++
+		case 'v':
+			units = append(units, '\v')
+			i++
+		case '0':
+			units = append(units, 0)
+			i++
+		case '\r':
+			i++
+			if i < len(b) && b[i] == '\n' {
+				i++
+			}
+		case '\n':
+			i++
+		case 'x':
+			if v, err := strconv.ParseUint(string(b[i+1:min(i+3, len(b))]), 16, 16); err == nil && i+3 <= len(b) {
+				units = append(units, uint16(v))
+				i += 3
+			} else {
+				units = append(units, 'x')
+				i++
+			}
+		case 'u':
+			if i+1 < len(b) && b[i+1] == '{' {
+				end := bytes.IndexByte(b[i:], '}')
+				if v, err := strconv.ParseUint(string(b[i+2:i+max(end, 2)]), 16, 32); end > 0 && err == nil && v <= 0x10FFFF {
+					units = utf16.AppendRune(units, rune(v))
+					i += end + 1
+					continue
+				}
+			} else if i+5 <= len(b) {
+				if v, err := strconv.ParseUint(string(b[i+1:i+5]), 16, 16); err == nil {
+					units = append(units, uint16(v))
+					i += 5
+					continue
+				}
+			}
+			units = append(units, 'u')
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			units = utf16.AppendRune(units, r)
+			i += size
+		}
+	}
+	return string(utf16.Decode(units))
+}
+
+// report adds an error at the output token data, mapped back to the TypeScript.
+func (k *checker) report(code string, data []byte, msg string) {
+	line, col := k.position(data)
+	k.c.add(code, line, col, msg)
+}
+
+// position maps a token of the probe output to its place in the original source. The
+// parser returns tokens as sub-slices of its input, so the offset is found by identity,
+// never by searching for equal text.
+func (k *checker) position(data []byte) (int, int) {
+	off := -1
+	if len(data) > 0 {
+		for i := 0; i+len(data) <= len(k.out); {
+			j := bytes.Index(k.out[i:], data)
+			if j < 0 {
+				break
+			}
+			if &k.out[i+j] == &data[0] {
+				off = i + j
+				break
+			}
+			i += j + 1
+		}
+	}
+	if off < 0 {
+		return 1, 1
+	}
+	gl, gc := k.outIdx.Position(off)
+	ol, oc, ok := k.sm.Original(gl-1, gc-1)
+	if !ok {
+		return 1, 1
+	}
+	return ol + 1, oc + 1
+}

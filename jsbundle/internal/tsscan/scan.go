@@ -1,0 +1,320 @@
+// Package tsscan finds, in TypeScript source, the module forms that esbuild erases or
+// rewrites before any JavaScript parser could see them: import and export declarations
+// (type-only ones included), import-equals, export assignments and triple-slash
+// directives. It works on tokens, never on raw text, so a string, template or comment
+// that contains "import" is never mistaken for code.
+//
+// The scan is a gate for forms that leave no trace in the compiled JavaScript; every
+// form that survives compilation (import(), import.meta, kept imports and exports) is
+// checked again on the parsed output, so a token-level mistake here cannot let code run.
+package tsscan
+
+import "strings"
+
+// Kind classifies a finding.
+type Kind int
+
+// Finding kinds.
+const (
+	ImportDecl         Kind = iota + 1 // import … from "m", import "m", import type …
+	ImportEquals                       // import x = require("m"), import x = N.y
+	DynamicImport                      // import("m") in a value or type position
+	ImportMeta                         // import.meta
+	ReferenceDirective                 // /// <reference …/>, /// <amd-…/>
+	ExportRun                          // export function run / export async function run, at the name run
+	RunInvalid                         // run exported in any other form
+	ExportDefault                      // export default …, export { x as default }
+	ExportAssignment                   // export = x
+	Reexport                           // export * from, export { … } from
+	ExportOther                        // any other export
+)
+
+// Finding is one module form, at a byte offset of the source.
+type Finding struct {
+	Kind   Kind
+	Offset int
+	// Detail is the exported name for ExportOther, the offending form for RunInvalid,
+	// "async" or "sync" for ExportRun, and the form for the other kinds.
+	Detail string
+}
+
+// Scan returns the module forms of src in source order.
+func Scan(src string) []Finding {
+	toks, comments := tokenize(src)
+	var out []Finding
+	for _, c := range comments {
+		if isDirective(src[c.start:c.end]) {
+			out = append(out, Finding{Kind: ReferenceDirective, Offset: c.start, Detail: strings.TrimSpace(src[c.start:c.end])})
+		}
+	}
+	s := scanner{toks: toks}
+	for i, t := range toks {
+		if t.kind != kIdent || s.punct(i-1, ".") || t.depth > 0 && s.isMemberName(i) {
+			continue
+		}
+		switch t.name {
+		case "import":
+			if f, ok := s.importForm(i); ok {
+				out = append(out, f)
+			}
+		case "export":
+			if t.depth == 0 {
+				if f, ok := s.exportForm(i); ok {
+					out = append(out, f...)
+				}
+			}
+		}
+	}
+	sortFindings(out)
+	return out
+}
+
+func sortFindings(f []Finding) {
+	for i := 1; i < len(f); i++ {
+		for j := i; j > 0 && f[j].Offset < f[j-1].Offset; j-- {
+			f[j], f[j-1] = f[j-1], f[j]
+		}
+	}
+}
+
+// isDirective reports a triple-slash directive: three slashes, white space, then a
+// <reference …> or <amd-…> tag, as TypeScript recognises them.
+func isDirective(c string) bool {
+	if !strings.HasPrefix(c, "///") {
+		return false
+	}
+	rest := strings.TrimLeft(c[3:], " \t")
+	return strings.HasPrefix(rest, "<reference") || strings.HasPrefix(rest, "<amd-")
+}
+
+type scanner struct {
+	toks []token
+}
+
+func (s *scanner) at(i int) token {
+	if i < 0 || i >= len(s.toks) {
+		return token{kind: kPunct, name: "", start: -1}
+	}
+	return s.toks[i]
+}
+
+func (s *scanner) punct(i int, p string) bool {
+	t := s.at(i)
+	return t.kind == kPunct && t.name == p && t.start >= 0
+}
+
+func (s *scanner) ident(i int, name string) bool {
+	t := s.at(i)
+	return t.kind == kIdent && t.name == name
+}
+
+// isMemberName reports a keyword used as a property name inside brackets: a key, field or
+// method in an object, class, interface or type literal ({import: 1}, import?: string,
+// import!: T, import = 1, import() {}). At depth 0 no such body is open.
+func (s *scanner) isMemberName(i int) bool {
+	n := s.at(i + 1)
+	if n.kind == kPunct {
+		switch n.name {
+		case ":", "?", "!", "=", ";", ",", "}", ")", "<":
+			return true
+		case "(":
+			return s.isMethod(i)
+		}
+	}
+	return false
+}
+
+// methodPrefix are the tokens that can precede a method name in a class or object body.
+var methodPrefix = map[string]bool{
+	"{": true, "}": true, ";": true, ",": true, "*": true,
+	"static": true, "async": true, "get": true, "set": true, "public": true, "private": true,
+	"protected": true, "readonly": true, "override": true, "abstract": true, "declare": true,
+}
+
+// isMethod reports name(…) { … } or name(…): T { … } in a class or object body, which a
+// call such as import("m") can never be followed by.
+func (s *scanner) isMethod(i int) bool {
+	p := s.at(i - 1)
+	if p.start < 0 || !methodPrefix[p.name] || p.kind == kString {
+		return false
+	}
+	j := s.matching(i + 1)
+	if j < 0 {
+		return false
+	}
+	return s.punct(j+1, "{") || s.punct(j+1, ":")
+}
+
+// matching returns the index of the bracket that closes the one at i, or -1.
+func (s *scanner) matching(i int) int {
+	open := s.at(i)
+	if open.kind != kPunct {
+		return -1
+	}
+	for j := i + 1; j < len(s.toks); j++ {
+		t := s.toks[j]
+		if t.depth == open.depth && t.kind == kPunct && (t.name == ")" || t.name == "]" || t.name == "}") {
+			return j
+		}
+		if t.depth < open.depth {
+			return -1
+		}
+	}
+	return -1
+}
+
+func (s *scanner) importForm(i int) (Finding, bool) {
+	t := s.toks[i]
+	f := Finding{Offset: t.start}
+	switch n := s.at(i + 1); {
+	case n.kind == kPunct && n.name == "(":
+		f.Kind, f.Detail = DynamicImport, "import()"
+	case n.kind == kPunct && n.name == ".":
+		f.Kind, f.Detail = ImportMeta, "import.meta"
+	case n.kind == kIdent:
+		// import x = …, import type x = …
+		j := i + 1
+		if n.name == "type" && s.at(j+1).kind == kIdent && s.punct(j+2, "=") {
+			j++
+		}
+		if s.punct(j+1, "=") {
+			f.Kind, f.Detail = ImportEquals, "import "+s.at(j).name+" = …"
+			return f, true
+		}
+		f.Kind, f.Detail = ImportDecl, "import"
+	case n.kind == kString || n.kind == kPunct && (n.name == "{" || n.name == "*"):
+		f.Kind, f.Detail = ImportDecl, "import"
+	default:
+		return f, false
+	}
+	return f, true
+}
+
+func (s *scanner) exportForm(i int) ([]Finding, bool) {
+	at := func(k Kind, j int, detail string) []Finding {
+		return []Finding{{Kind: k, Offset: s.at(j).start, Detail: detail}}
+	}
+	j := i + 1
+	declare := false
+	if s.ident(j, "declare") {
+		declare = true
+		j++
+	}
+	n := s.at(j)
+	switch {
+	case n.kind == kIdent && n.name == "default":
+		return at(ExportDefault, i, "export default"), true
+	case n.kind == kPunct && n.name == "=":
+		return at(ExportAssignment, i, "export ="), true
+	case n.kind == kPunct && n.name == "*":
+		return at(Reexport, i, "export *"), true
+	case n.kind == kIdent && n.name == "type" && (s.punct(j+1, "{") || s.punct(j+1, "*")):
+		if s.punct(j+1, "*") {
+			return at(Reexport, i, "export type *"), true
+		}
+		return s.exportList(i, j+1, true), true
+	case n.kind == kPunct && n.name == "{":
+		return s.exportList(i, j, false), true
+	case n.kind == kIdent && n.name == "import":
+		return nil, false // export import x = …: reported as an import-equals
+	case n.kind == kIdent && n.name == "as":
+		return at(ExportOther, i, "export as namespace"), true
+	case n.kind == kIdent && (n.name == "function" || n.name == "async" && s.ident(j+1, "function")):
+		async := n.name == "async"
+		if async {
+			j++
+		}
+		generator := s.punct(j+1, "*")
+		if generator {
+			j++
+		}
+		name := s.at(j + 1)
+		if name.kind != kIdent {
+			return at(ExportOther, i, "export function"), true
+		}
+		switch {
+		case name.name != "run":
+			return at(ExportOther, i, name.name), true
+		case declare:
+			return at(RunInvalid, i, "an ambient declaration (declare) has no body"), true
+		case generator:
+			return at(RunInvalid, i, "a generator function"), true
+		}
+		return []Finding{{Kind: ExportRun, Offset: name.start, Detail: map[bool]string{true: "async", false: "sync"}[async]}}, true
+	case n.kind == kIdent:
+		// const/let/var/class/abstract class/enum/const enum/namespace/module/interface/type
+		k := j + 1
+		for s.ident(k, "class") || s.ident(k, "enum") {
+			k++
+		}
+		name := s.at(k)
+		if name.kind == kIdent && name.name == "run" {
+			return at(RunInvalid, i, "export "+n.name+" run"), true
+		}
+		if name.kind == kIdent {
+			return at(ExportOther, i, name.name), true
+		}
+		return at(ExportOther, i, "export "+n.name), true
+	}
+	return at(ExportOther, i, "export"), true
+}
+
+// exportList handles export { a, b as c } and export { … } from "m".
+func (s *scanner) exportList(exportTok, open int, typeOnly bool) []Finding {
+	close := s.matching(open)
+	if close < 0 {
+		return []Finding{{Kind: ExportOther, Offset: s.toks[exportTok].start, Detail: "export {"}}
+	}
+	if s.ident(close+1, "from") {
+		return []Finding{{Kind: Reexport, Offset: s.toks[exportTok].start, Detail: "export { … } from"}}
+	}
+	var out []Finding
+	for k := open + 1; k < close; k++ {
+		t := s.toks[k]
+		if t.kind != kIdent && t.kind != kString {
+			continue
+		}
+		if t.kind == kIdent && t.name == "type" && (s.at(k+1).kind == kIdent || s.at(k+1).kind == kString) && !s.ident(k+1, "as") {
+			continue // export { type T }
+		}
+		local := t.name
+		exported, pos := local, t.start
+		if s.ident(k+1, "as") {
+			e := s.at(k + 2)
+			exported, pos = e.name, e.start
+			if e.kind == kString {
+				exported = strings.Trim(e.name, `"'`)
+			}
+			k += 2
+		}
+		switch {
+		case exported == "default":
+			out = append(out, Finding{Kind: ExportDefault, Offset: pos, Detail: "export { " + local + " as default }"})
+		case exported == "run" && !typeOnly:
+			out = append(out, Finding{Kind: RunInvalid, Offset: pos, Detail: "export { " + local + " }"})
+		default:
+			out = append(out, Finding{Kind: ExportOther, Offset: pos, Detail: exported})
+		}
+		for k+1 < close && !s.punct(k+1, ",") {
+			k++
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, Finding{Kind: ExportOther, Offset: s.toks[exportTok].start, Detail: "export {}"})
+	}
+	return out
+}
+
+// ExportKeywords returns the byte offsets of the top-level `export` keywords of
+// JavaScript or TypeScript source.
+func ExportKeywords(src string) []int {
+	toks, _ := tokenize(src)
+	s := scanner{toks: toks}
+	var out []int
+	for i, t := range toks {
+		if t.kind == kIdent && t.name == "export" && t.depth == 0 && !t.escaped && !s.punct(i-1, ".") {
+			out = append(out, t.start)
+		}
+	}
+	return out
+}
