@@ -1,0 +1,843 @@
+// The guest prelude, evaluated in every fresh context before the program.
+//
+// It adds the ES2022+ built-ins that QuickJS 2021 lacks and that model-written code uses
+// (non-enumerable, named and sized like native built-ins), and its completion value is the
+// setup function the shim calls with two native functions. Setup installs `console` and
+// returns the `libos` object plus the shim's helpers; none of them is a global.
+(function () {
+  'use strict';
+
+  const ObjectProto = Object.prototype;
+  const ArrayProto = Array.prototype;
+  const defineProperty = Object.defineProperty;
+  const getPrototypeOf = Object.getPrototypeOf;
+  const objectKeys = Object.keys;
+  const getOwnPropertySymbols = Object.getOwnPropertySymbols;
+  const getOwnPropertyNames = Object.getOwnPropertyNames;
+  const freeze = Object.freeze;
+  const isArray = Array.isArray;
+  const apply = Reflect.apply;
+  const hasOwnProperty = ObjectProto.hasOwnProperty;
+  const objectToString = ObjectProto.toString;
+  const arraySort = ArrayProto.sort;
+  const arrayPush = ArrayProto.push;
+  const arrayJoin = ArrayProto.join;
+  const arrayIncludes = ArrayProto.includes;
+  const stringRepeat = String.prototype.repeat;
+  const stringSlice = String.prototype.slice;
+  const stringReplace = String.prototype.replace;
+  const stringIncludes = String.prototype.includes;
+  const jsonStringify = JSON.stringify;
+  const jsonParse = JSON.parse;
+  const numberIsFinite = Number.isFinite;
+  const mathTrunc = Math.trunc;
+  const mathMin = Math.min;
+  const mathMax = Math.max;
+  const mathSqrt = Math.sqrt;
+  const mathRound = Math.round;
+  const mathFloor = Math.floor;
+  const objectIs = Object.is;
+  const Promise_ = Promise;
+  const promiseResolve = (v) => apply(Promise_.resolve, Promise_, [v]);
+  const promiseReject = (v) => apply(Promise_.reject, Promise_, [v]);
+  const promiseThen = Promise_.prototype.then;
+  const TypedArray = getPrototypeOf(Int8Array);
+  const TypedArrayProto = TypedArray.prototype;
+  const typedArrayLength = Object.getOwnPropertyDescriptor(TypedArrayProto, 'length').get;
+  const typedArraySort = TypedArrayProto.sort;
+  const dateToISOString = Date.prototype.toISOString;
+  const dateGetTime = Date.prototype.getTime;
+  const regexpToString = RegExp.prototype.toString;
+  const errorToString = Error.prototype.toString;
+  const mapForEach = Map.prototype.forEach;
+  const mapSet = Map.prototype.set;
+  const mapGet = Map.prototype.get;
+  const mapHas = Map.prototype.has;
+  const mapSize = Object.getOwnPropertyDescriptor(Map.prototype, 'size').get;
+  const setForEach = Set.prototype.forEach;
+  const setAdd = Set.prototype.add;
+  const setSize = Object.getOwnPropertyDescriptor(Set.prototype, 'size').get;
+  const MAX_LENGTH = 9007199254740991;
+
+  // ---- built-ins ----
+
+  function define(target, methods) {
+    for (const name of getOwnPropertyNames(methods)) {
+      if (apply(hasOwnProperty, target, [name])) continue; // never shadow a native one
+      defineProperty(target, name, {
+        value: methods[name], writable: true, enumerable: false, configurable: true,
+      });
+    }
+  }
+
+  function toIntegerOrInfinity(v) {
+    const n = +v;
+    if (n !== n || n === 0) return 0;
+    return mathTrunc(n);
+  }
+
+  function toObject(v, what) {
+    if (v === null || v === undefined) {
+      throw new TypeError(what + ' called on null or undefined');
+    }
+    return Object(v);
+  }
+
+  function lengthOf(o) {
+    const n = toIntegerOrInfinity(o.length);
+    return n <= 0 ? 0 : mathMin(n, MAX_LENGTH);
+  }
+
+  function callable(f, what) {
+    if (typeof f !== 'function') throw new TypeError(what + ': ' + typeof f + ' is not a function');
+  }
+
+  function relativeIndex(index, len) {
+    const rel = toIntegerOrInfinity(index);
+    return rel >= 0 ? rel : len + rel;
+  }
+
+  function validTypedArray(ta) {
+    return apply(typedArrayLength, ta, []); // throws a TypeError for anything else
+  }
+
+  function arrayCreate(len) {
+    if (len > 4294967295) throw new RangeError('Invalid array length');
+    return new Array(len);
+  }
+
+  define(ArrayProto, {
+    at(index) {
+      const o = toObject(this, 'Array.prototype.at');
+      const len = lengthOf(o);
+      const k = relativeIndex(index, len);
+      return k < 0 || k >= len ? undefined : o[k];
+    },
+    findLast(predicate, thisArg) {
+      const o = toObject(this, 'Array.prototype.findLast');
+      const len = lengthOf(o);
+      callable(predicate, 'Array.prototype.findLast');
+      for (let k = len - 1; k >= 0; k--) {
+        const v = o[k];
+        if (apply(predicate, thisArg, [v, k, o])) return v;
+      }
+      return undefined;
+    },
+    findLastIndex(predicate, thisArg) {
+      const o = toObject(this, 'Array.prototype.findLastIndex');
+      const len = lengthOf(o);
+      callable(predicate, 'Array.prototype.findLastIndex');
+      for (let k = len - 1; k >= 0; k--) {
+        if (apply(predicate, thisArg, [o[k], k, o])) return k;
+      }
+      return -1;
+    },
+    toReversed() {
+      const o = toObject(this, 'Array.prototype.toReversed');
+      const len = lengthOf(o);
+      const a = arrayCreate(len);
+      for (let k = 0; k < len; k++) a[k] = o[len - 1 - k];
+      return a;
+    },
+    toSorted(comparefn) {
+      if (comparefn !== undefined) callable(comparefn, 'Array.prototype.toSorted');
+      const o = toObject(this, 'Array.prototype.toSorted');
+      const len = lengthOf(o);
+      const a = arrayCreate(len);
+      for (let k = 0; k < len; k++) a[k] = o[k];
+      return apply(arraySort, a, [comparefn]);
+    },
+    with(index, value) {
+      const o = toObject(this, 'Array.prototype.with');
+      const len = lengthOf(o);
+      const k = relativeIndex(index, len);
+      if (k < 0 || k >= len) throw new RangeError('Invalid index : ' + index);
+      const a = arrayCreate(len);
+      for (let i = 0; i < len; i++) a[i] = i === k ? value : o[i];
+      return a;
+    },
+  });
+
+  define(String.prototype, {
+    at(index) {
+      if (this === null || this === undefined || typeof this === 'symbol') {
+        throw new TypeError('String.prototype.at called on ' + (typeof this === 'symbol' ? 'a symbol' : this));
+      }
+      const s = String(this);
+      const len = s.length;
+      const k = relativeIndex(index, len);
+      return k < 0 || k >= len ? undefined : s[k];
+    },
+  });
+
+  define(TypedArrayProto, {
+    at(index) {
+      const len = validTypedArray(this);
+      const k = relativeIndex(index, len);
+      return k < 0 || k >= len ? undefined : this[k];
+    },
+    findLast(predicate, thisArg) {
+      const len = validTypedArray(this);
+      callable(predicate, '%TypedArray%.prototype.findLast');
+      for (let k = len - 1; k >= 0; k--) {
+        const v = this[k];
+        if (apply(predicate, thisArg, [v, k, this])) return v;
+      }
+      return undefined;
+    },
+    findLastIndex(predicate, thisArg) {
+      const len = validTypedArray(this);
+      callable(predicate, '%TypedArray%.prototype.findLastIndex');
+      for (let k = len - 1; k >= 0; k--) {
+        if (apply(predicate, thisArg, [this[k], k, this])) return k;
+      }
+      return -1;
+    },
+    toReversed() {
+      const len = validTypedArray(this);
+      const a = new this.constructor(len);
+      for (let k = 0; k < len; k++) a[k] = this[len - 1 - k];
+      return a;
+    },
+    toSorted(comparefn) {
+      if (comparefn !== undefined) callable(comparefn, '%TypedArray%.prototype.toSorted');
+      const len = validTypedArray(this);
+      const a = new this.constructor(len);
+      for (let k = 0; k < len; k++) a[k] = this[k];
+      return apply(typedArraySort, a, [comparefn]);
+    },
+    with(index, value) {
+      const len = validTypedArray(this);
+      const k = relativeIndex(index, len);
+      const v = this instanceof BigInt64Array || this instanceof BigUint64Array ? BigInt(value) : +value;
+      if (k < 0 || k >= validTypedArray(this)) throw new RangeError('Invalid typed array index');
+      const a = new this.constructor(len);
+      for (let i = 0; i < len; i++) a[i] = i === k ? v : this[i];
+      return a;
+    },
+  });
+
+  define(Object, {
+    hasOwn(o, key) {
+      return apply(hasOwnProperty, toObject(o, 'Object.hasOwn'), [key]);
+    },
+  });
+
+  function dataCloneError(v) {
+    const e = new Error(describeBrief(v) + ' could not be cloned.');
+    e.name = 'DataCloneError';
+    return e;
+  }
+
+  function clone(v, memo) {
+    const t = typeof v;
+    if (t === 'function' || t === 'symbol') throw dataCloneError(v);
+    if (t !== 'object' || v === null) return v;
+    if (apply(mapHas, memo, [v])) return apply(mapGet, memo, [v]);
+    const tag = apply(objectToString, v, []);
+    let out;
+    if (isArray(v)) {
+      out = arrayCreate(lengthOf(v));
+      apply(mapSet, memo, [v, out]);
+      for (const k of objectKeys(v)) out[k] = clone(v[k], memo);
+      return out;
+    }
+    if (tag === '[object Date]') {
+      out = new Date(apply(dateGetTime, v, []));
+    } else if (tag === '[object Object]' || tag === '[object Error]') {
+      out = tag === '[object Error]' ? new Error(v.message) : {};
+      if (tag === '[object Error]') {
+        const name = v.name;
+        if (name !== 'Error') defineProperty(out, 'name', { value: name, writable: true, configurable: true });
+      }
+      if (tag === '[object Object]' && getPrototypeOf(v) !== ObjectProto && getPrototypeOf(v) !== null &&
+          typeof v.constructor === 'function' && v.constructor.prototype === getPrototypeOf(v) &&
+          v.constructor !== Object) {
+        // class instances clone as plain objects with their own enumerable data
+      }
+    } else if (tag === '[object Map]') {
+      out = new Map();
+      apply(mapSet, memo, [v, out]);
+      apply(mapForEach, v, [(val, key) => apply(mapSet, out, [clone(key, memo), clone(val, memo)])]);
+      return out;
+    } else if (tag === '[object Set]') {
+      out = new Set();
+      apply(mapSet, memo, [v, out]);
+      apply(setForEach, v, [(val) => apply(setAdd, out, [clone(val, memo)])]);
+      return out;
+    } else if (tag === '[object RegExp]') {
+      out = new RegExp(v.source, v.flags);
+    } else if (tag === '[object Boolean]' || tag === '[object Number]' || tag === '[object String]' ||
+               tag === '[object BigInt]') {
+      out = Object(v.valueOf());
+    } else {
+      throw dataCloneError(v);
+    }
+    apply(mapSet, memo, [v, out]);
+    if (tag === '[object Object]') {
+      for (const k of objectKeys(v)) out[k] = clone(v[k], memo);
+    }
+    return out;
+  }
+
+  define(globalThis, {
+    structuredClone(value, options) {
+      if (arguments.length === 0) throw new TypeError("structuredClone: 1 argument required, but only 0 present.");
+      return clone(value, new Map());
+    },
+  });
+
+  // ---- a Node-like formatter for console.* (util.inspect with its defaults) ----
+
+  const kObjectType = 0;
+  const kArrayExtrasType = 1;
+  const maxArrayLength = 100;
+  const maxStringLength = 10000;
+  const MAX_LINE = 64 * 1024;
+  const identifierRe = /^[a-zA-Z_][a-zA-Z_0-9]*$/;
+  const strEscapeRe = /[\x00-\x1f\x27\x5c\x7f-\x9f]/;
+  const meta = [
+    '\\x00', '\\x01', '\\x02', '\\x03', '\\x04', '\\x05', '\\x06', '\\x07',
+    '\\b', '\\t', '\\n', '\\x0B', '\\f', '\\r', '\\x0E', '\\x0F',
+    '\\x10', '\\x11', '\\x12', '\\x13', '\\x14', '\\x15', '\\x16', '\\x17',
+    '\\x18', '\\x19', '\\x1A', '\\x1B', '\\x1C', '\\x1D', '\\x1E', '\\x1F',
+  ];
+
+  function strEscape(str) {
+    let quote = "'";
+    if (apply(stringIncludes, str, ["'"])) {
+      if (!apply(stringIncludes, str, ['"'])) quote = '"';
+      else if (!apply(stringIncludes, str, ['`']) && !apply(stringIncludes, str, ['${'])) quote = '`';
+    }
+    let out = '';
+    for (let i = 0; i < str.length; i++) {
+      const c = str.charCodeAt(i);
+      const ch = str[i];
+      if (ch === quote || c === 0x5c) out += '\\' + ch;
+      else if (c < 0x20) out += meta[c];
+      else if (c === 0x7f || (c >= 0x80 && c <= 0x9f)) out += '\\x' + c.toString(16).toUpperCase().padStart(2, '0');
+      else out += ch;
+    }
+    return quote + out + quote;
+  }
+
+  function formatPrimitive(v, ctx) {
+    switch (typeof v) {
+      case 'string': {
+        let trailer = '';
+        if (v.length > maxStringLength) {
+          const remaining = v.length - maxStringLength;
+          v = apply(stringSlice, v, [0, maxStringLength]);
+          trailer = `... ${remaining} more character${remaining > 1 ? 's' : ''}`;
+        }
+        if (ctx.compact !== true && v.length > 16 && v.length > ctx.breakLength - ctx.indentationLvl - 4) {
+          // Node splits long strings on new lines into several quoted parts
+          const parts = [];
+          const re = /(?<=\n)/;
+          for (const line of v.split(re)) arrayPush.call(parts, strEscape(line));
+          return apply(arrayJoin, parts, [` +\n${' '.repeat(ctx.indentationLvl + 2)}`]) + trailer;
+        }
+        return strEscape(v) + trailer;
+      }
+      case 'number': return objectIs(v, -0) ? '-0' : '' + v;
+      case 'bigint': return v + 'n';
+      case 'boolean': return '' + v;
+      case 'undefined': return 'undefined';
+      case 'symbol': return v.toString();
+    }
+    return '' + v;
+  }
+
+  function constructorName(v) {
+    let o = v;
+    while (o !== null && o !== undefined) {
+      const d = Object.getOwnPropertyDescriptor(o, 'constructor');
+      if (d !== undefined && typeof d.value === 'function' && d.value.name !== '') return d.value.name;
+      o = getPrototypeOf(o);
+    }
+    return null;
+  }
+
+  function formatKey(key) {
+    if (typeof key === 'symbol') return '[' + key.toString() + ']';
+    if (identifierRe.test(key)) return key;
+    return strEscape(key);
+  }
+
+  function formatValue(ctx, v, recurseTimes) {
+    if ((typeof v !== 'object' || v === null) && typeof v !== 'function') {
+      return v === null ? 'null' : formatPrimitive(v, ctx);
+    }
+    if (apply(arrayIncludes, ctx.seen, [v])) {
+      ctx.circular = true;
+      return '[Circular *1]';
+    }
+    return formatRaw(ctx, v, recurseTimes);
+  }
+
+  function formatProperty(ctx, v, recurseTimes, key, type) {
+    let str;
+    const desc = Object.getOwnPropertyDescriptor(v, key) || { value: v[key], enumerable: true };
+    if (desc.value !== undefined || !('get' in desc)) {
+      ctx.indentationLvl += 2;
+      str = formatValue(ctx, desc.value, recurseTimes);
+      ctx.indentationLvl -= 2;
+    } else if (desc.get !== undefined) {
+      str = desc.set !== undefined ? '[Getter/Setter]' : '[Getter]';
+    } else {
+      str = desc.set !== undefined ? '[Setter]' : 'undefined';
+    }
+    if (type === kArrayExtrasType) return str;
+    return `${formatKey(key)}: ${str}`;
+  }
+
+  function formatArray(ctx, v, recurseTimes) {
+    const valLen = v.length;
+    const len = mathMin(maxArrayLength, valLen);
+    const remaining = valLen - len;
+    const output = [];
+    let holes = 0;
+    for (let i = 0; i < len; i++) {
+      if (!apply(hasOwnProperty, v, [i])) {
+        holes++;
+        continue;
+      }
+      if (holes > 0) {
+        arrayPush.call(output, `<${holes} empty item${holes > 1 ? 's' : ''}>`);
+        holes = 0;
+      }
+      arrayPush.call(output, formatProperty(ctx, v, recurseTimes, i, kArrayExtrasType));
+    }
+    if (holes > 0) arrayPush.call(output, `<${holes} empty item${holes > 1 ? 's' : ''}>`);
+    if (remaining > 0) arrayPush.call(output, `... ${remaining} more item${remaining > 1 ? 's' : ''}`);
+    return output;
+  }
+
+  function formatRaw(ctx, v, recurseTimes) {
+    const tag = apply(objectToString, v, []);
+    const name = constructorName(v);
+    let keys = objectKeys(v);
+    for (const s of getOwnPropertySymbols(v)) {
+      if (Object.getOwnPropertyDescriptor(v, s).enumerable) arrayPush.call(keys, s);
+    }
+    let base = '';
+    let braces;
+    let extrasType = kObjectType;
+    let formatter = null;
+    const prefix = (fallback, size) => {
+      if (name === null) return `[${fallback}${size}: null prototype] `;
+      return `${name}${size} `;
+    };
+
+    if (isArray(v)) {
+      keys = keys.filter((k) => typeof k === 'symbol' || '' + (k >>> 0) !== k);
+      braces = [name === 'Array' ? '[' : `${prefix('Array', `(${v.length})`)}[`, ']'];
+      extrasType = kArrayExtrasType;
+      if (v.length === 0 && keys.length === 0) return `${braces[0]}]`;
+      formatter = formatArray;
+    } else if (typeof v === 'function') {
+      const fname = v.name ? `: ${v.name}` : ' (anonymous)';
+      base = /^class\b/.test(Function.prototype.toString.call(v)) ? `[class ${v.name || '(anonymous)'}]` : `[Function${fname}]`;
+      if (keys.length === 0) return base;
+      braces = ['{', '}'];
+    } else if (tag === '[object RegExp]') {
+      base = apply(regexpToString, v, []);
+      if (keys.length === 0) return base;
+      braces = ['{', '}'];
+    } else if (tag === '[object Date]') {
+      const t = apply(dateGetTime, v, []);
+      base = t === t ? apply(dateToISOString, v, []) : 'Invalid Date';
+      if (keys.length === 0) return base;
+      braces = ['{', '}'];
+    } else if (tag === '[object Error]') {
+      base = typeof v.stack === 'string' && v.stack !== '' ? `${apply(errorToString, v, [])}\n${v.stack.replace(/\n$/, '')}` : `[${apply(errorToString, v, [])}]`;
+      keys = keys.filter((k) => k !== 'stack' && k !== 'message');
+      if (keys.length === 0) return base;
+      braces = ['{', '}'];
+    } else if (tag === '[object Map]') {
+      braces = [`${prefix('Map', `(${apply(mapSize, v, [])})`)}{`, '}'];
+      if (apply(mapSize, v, []) === 0 && keys.length === 0) return `${braces[0]}}`;
+      formatter = (ctx, v, recurseTimes) => {
+        const out = [];
+        ctx.indentationLvl += 2;
+        apply(mapForEach, v, [(val, k) => {
+          arrayPush.call(out, `${formatValue(ctx, k, recurseTimes)} => ${formatValue(ctx, val, recurseTimes)}`);
+        }]);
+        ctx.indentationLvl -= 2;
+        return out;
+      };
+    } else if (tag === '[object Set]') {
+      braces = [`${prefix('Set', `(${apply(setSize, v, [])})`)}{`, '}'];
+      if (apply(setSize, v, []) === 0 && keys.length === 0) return `${braces[0]}}`;
+      formatter = (ctx, v, recurseTimes) => {
+        const out = [];
+        ctx.indentationLvl += 2;
+        apply(setForEach, v, [(val) => { arrayPush.call(out, formatValue(ctx, val, recurseTimes)); }]);
+        ctx.indentationLvl -= 2;
+        return out;
+      };
+    } else if (ArrayBuffer.isView(v) && !(v instanceof DataView)) {
+      const len = validTypedArray(v);
+      braces = [`${prefix('TypedArray', `(${len})`)}[`, ']'];
+      extrasType = kArrayExtrasType;
+      if (len === 0 && keys.length === 0) return `${braces[0]}]`;
+      keys = keys.filter((k) => typeof k === 'symbol' || '' + (k >>> 0) !== k);
+      formatter = (ctx, v) => {
+        const out = [];
+        const n = mathMin(maxArrayLength, len);
+        for (let i = 0; i < n; i++) arrayPush.call(out, formatPrimitive(v[i], ctx));
+        if (len > n) arrayPush.call(out, `... ${len - n} more item${len - n > 1 ? 's' : ''}`);
+        return out;
+      };
+    } else if (tag === '[object Promise]') {
+      braces = [`${prefix('Promise', '')}{`, '}'];
+      formatter = () => ['<unknown>'];
+    } else {
+      if (name === 'Object') {
+        if (tag === '[object Arguments]') braces = ['[Arguments] [', ']'];
+        else braces = ['{', '}'];
+      } else if (name === null) {
+        braces = ['[Object: null prototype] {', '}'];
+      } else {
+        braces = [`${name} {`, '}'];
+      }
+      if (keys.length === 0) return `${braces[0]}}`;
+    }
+
+    if (recurseTimes > ctx.depth) {
+      return `[${name === null ? 'Object: null prototype' : (isArray(v) ? 'Array' : name)}]`;
+    }
+    recurseTimes += 1;
+    arrayPush.call(ctx.seen, v);
+    ctx.currentDepth = recurseTimes;
+    let output = formatter !== null ? formatter(ctx, v, recurseTimes) : [];
+    for (let i = 0; i < keys.length; i++) {
+      arrayPush.call(output, formatProperty(ctx, v, recurseTimes, keys[i], kObjectType));
+    }
+    ctx.seen.pop();
+    return reduceToSingleString(ctx, output, base, braces, extrasType, recurseTimes, v);
+  }
+
+  function groupArrayElements(ctx, output, value) {
+    let totalLength = 0;
+    let maxLength = 0;
+    let i = 0;
+    let outputLength = output.length;
+    if (value !== undefined && maxArrayLength < value.length && outputLength > 0) outputLength--;
+    const separatorSpace = 2;
+    const dataLen = new Array(outputLength);
+    for (; i < outputLength; i++) {
+      const len = output[i].length;
+      dataLen[i] = len;
+      totalLength += len + separatorSpace;
+      if (maxLength < len) maxLength = len;
+    }
+    const actualMax = maxLength + separatorSpace;
+    if (actualMax * 3 + ctx.indentationLvl < ctx.breakLength &&
+        (totalLength / actualMax > 5 || maxLength <= 6)) {
+      const approxCharHeights = 2.5;
+      const averageBias = mathSqrt(actualMax - totalLength / output.length);
+      const biasedMax = mathMax(actualMax - 3 - averageBias, 1);
+      const columns = mathMin(
+        mathRound(mathSqrt(approxCharHeights * biasedMax * outputLength) / biasedMax),
+        mathFloor((ctx.breakLength - ctx.indentationLvl) / actualMax),
+        ctx.compact * 4,
+        15,
+      );
+      if (columns <= 1) return output;
+      const tmp = [];
+      const maxLineLength = [];
+      for (let i = 0; i < columns; i++) {
+        let lineLength = 0;
+        for (let j = i; j < output.length; j += columns) {
+          if (dataLen[j] > lineLength) lineLength = dataLen[j];
+        }
+        arrayPush.call(maxLineLength, lineLength + separatorSpace);
+      }
+      let padStart = true;
+      if (value !== undefined) {
+        for (let i = 0; i < output.length; i++) {
+          if (typeof value[i] !== 'number' && typeof value[i] !== 'bigint') {
+            padStart = false;
+            break;
+          }
+        }
+      }
+      for (let i = 0; i < outputLength; i += columns) {
+        const max = mathMin(i + columns, outputLength);
+        let str = '';
+        let j = i;
+        for (; j < max - 1; j++) {
+          const padding = maxLineLength[j - i];
+          str += padStart ? `${output[j]}, `.padStart(padding, ' ') : `${output[j]}, `.padEnd(padding, ' ');
+        }
+        if (padStart) {
+          str += output[j].padStart(maxLineLength[j - i] - separatorSpace, ' ');
+        } else {
+          str += output[j];
+        }
+        arrayPush.call(tmp, str);
+      }
+      if (outputLength < output.length) arrayPush.call(tmp, output[outputLength]);
+      output = tmp;
+    }
+    return output;
+  }
+
+  function isBelowBreakLength(ctx, output, start, base) {
+    let totalLength = output.length + start;
+    if (totalLength + output.length > ctx.breakLength) return false;
+    for (let i = 0; i < output.length; i++) {
+      totalLength += output[i].length;
+      if (totalLength > ctx.breakLength) return false;
+    }
+    return base === '' || !apply(stringIncludes, base, ['\n']);
+  }
+
+  function reduceToSingleString(ctx, output, base, braces, extrasType, recurseTimes, value) {
+    const entries = output.length;
+    if (extrasType === kArrayExtrasType && entries > 6) {
+      output = groupArrayElements(ctx, output, value);
+    }
+    if (ctx.currentDepth - recurseTimes < ctx.compact && entries === output.length) {
+      const start = output.length + ctx.indentationLvl + braces[0].length + base.length + 10;
+      if (isBelowBreakLength(ctx, output, start, base)) {
+        const joined = apply(arrayJoin, output, [', ']);
+        if (!apply(stringIncludes, joined, ['\n'])) {
+          return `${base ? `${base} ` : ''}${braces[0]} ${joined} ${braces[1]}`;
+        }
+      }
+    }
+    const indentation = `\n${apply(stringRepeat, ' ', [ctx.indentationLvl])}`;
+    return `${base ? `${base} ` : ''}${braces[0]}${indentation}  ${apply(arrayJoin, output, [`,${indentation}`])}${indentation}${braces[1]}`;
+  }
+
+  function inspect(v) {
+    const ctx = {
+      seen: [], indentationLvl: 0, currentDepth: 0, depth: 2, breakLength: 80, compact: 3,
+      circular: false,
+    };
+    const s = formatValue(ctx, v, 0);
+    return ctx.circular && typeof v === 'object' && v !== null ? '<ref *1> ' + s : s;
+  }
+
+  function describeBrief(v) {
+    try {
+      return typeof v === 'function' ? Function.prototype.toString.call(v) : inspect(v);
+    } catch (e) {
+      return 'value';
+    }
+  }
+
+  // util.format: a first string argument may hold %s %d %i %f %j %o %O %c %%
+  function format(args) {
+    let str = '';
+    let a = 0;
+    if (typeof args[0] === 'string') {
+      const f = args[0];
+      a = 1;
+      let last = 0;
+      for (let i = 0; i < f.length - 1; i++) {
+        if (f.charCodeAt(i) !== 37) continue; // '%'
+        const c = f[i + 1];
+        if (c === '%') {
+          str += apply(stringSlice, f, [last, i]) + '%';
+          last = i + 2;
+          i++;
+          continue;
+        }
+        if (a >= args.length) continue;
+        let rep;
+        const arg = args[a];
+        switch (c) {
+          case 's':
+            rep = typeof arg === 'string' ? arg
+              : typeof arg === 'bigint' ? arg + 'n'
+              : typeof arg === 'object' && arg !== null ? inspect(arg)
+              : formatPrimitive(arg, { compact: 3, indentationLvl: 0, breakLength: Infinity });
+            break;
+          case 'd': case 'i': {
+            if (typeof arg === 'bigint') rep = arg + 'n';
+            else if (typeof arg === 'symbol' || (typeof arg === 'object' && arg !== null)) rep = 'NaN';
+            else {
+              const n = c === 'i' ? parseInt(arg) : Number(arg);
+              rep = objectIs(n, -0) ? '-0' : '' + n;
+            }
+            break;
+          }
+          case 'f': rep = typeof arg === 'symbol' ? 'NaN' : '' + parseFloat(arg); break;
+          case 'j':
+            try { rep = jsonStringify(arg); } catch (e) { rep = '[Circular]'; }
+            break;
+          case 'o': case 'O': rep = inspect(arg); break;
+          case 'c': rep = ''; break;
+          default: continue;
+        }
+        str += apply(stringSlice, f, [last, i]) + rep;
+        last = i + 2;
+        i++;
+        a++;
+      }
+      str += apply(stringSlice, f, [last]);
+    }
+    for (; a < args.length; a++) {
+      const v = args[a];
+      if (str.length > 0 || a > 0) str += ' ';
+      str += typeof v === 'string' ? v : inspect(v);
+      if (str.length > MAX_LINE) break;
+    }
+    if (str.length > MAX_LINE) str = apply(stringSlice, str, [0, MAX_LINE]) + '…';
+    return str;
+  }
+
+  // ---- the plain-JSON check, written in the same pass as the JSON text ----
+
+  function pathKey(path, key) {
+    return identifierRe.test(key) || /^[$_a-zA-Z][$_a-zA-Z0-9]*$/.test(key)
+      ? path + '.' + key : path + '[' + jsonStringify(key) + ']';
+  }
+
+  function kind(v) {
+    if (v === undefined) return 'undefined';
+    if (typeof v === 'function') return 'a function';
+    if (typeof v === 'symbol') return 'a symbol';
+    if (typeof v === 'bigint') return 'a BigInt';
+    if (typeof v === 'number') return '' + v;
+    const name = constructorName(v);
+    return 'an instance of ' + (name === null ? 'an unknown class' : name);
+  }
+
+  function write(v, path, out, stack) {
+    switch (typeof v) {
+      case 'string': arrayPush.call(out, jsonStringify(v)); return null;
+      case 'boolean': arrayPush.call(out, v ? 'true' : 'false'); return null;
+      case 'number':
+        if (!numberIsFinite(v)) return [path, v + ' is not a finite number'];
+        arrayPush.call(out, '' + v);
+        return null;
+      case 'object': break;
+      default: return [path, kind(v) + ' is not JSON'];
+    }
+    if (v === null) {
+      arrayPush.call(out, 'null');
+      return null;
+    }
+    if (apply(arrayIncludes, stack, [v])) return [path, 'a cycle is not JSON'];
+    const proto = getPrototypeOf(v);
+    if (isArray(v)) {
+      if (proto !== ArrayProto) return [path, kind(v) + ' is not JSON'];
+      arrayPush.call(stack, v);
+      const len = v.length;
+      arrayPush.call(out, '[');
+      for (let i = 0; i < len; i++) {
+        if (i > 0) arrayPush.call(out, ',');
+        if (!apply(hasOwnProperty, v, [i])) return [path + '[' + i + ']', 'a hole in a sparse array is not JSON'];
+        const err = write(v[i], path + '[' + i + ']', out, stack);
+        if (err !== null) return err;
+      }
+      arrayPush.call(out, ']');
+      stack.pop();
+      return null;
+    }
+    if (proto !== ObjectProto && proto !== null) return [path, kind(v) + ' is not JSON'];
+    if (getOwnPropertySymbols(v).length > 0) return [path, 'a symbol-keyed property is not JSON'];
+    arrayPush.call(stack, v);
+    const keys = objectKeys(v);
+    arrayPush.call(out, '{');
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i];
+      if (i > 0) arrayPush.call(out, ',');
+      arrayPush.call(out, jsonStringify(k), ':');
+      const err = write(v[k], pathKey(path, k), out, stack);
+      if (err !== null) return err;
+    }
+    arrayPush.call(out, '}');
+    stack.pop();
+    return null;
+  }
+
+  // JSON text of a plain-JSON value, or [path, message] for the first offender.
+  function serialize(v) {
+    const out = [];
+    const err = write(v, '$', out, []);
+    return err !== null ? err : apply(arrayJoin, out, ['']);
+  }
+
+  function codedError(code, message) {
+    const e = new Error(message);
+    e.code = code;
+    return e;
+  }
+
+  // [name, message, stack] of a thrown value; never throws.
+  function describe(e) {
+    try {
+      if (typeof e === 'object' && e !== null && apply(objectToString, e, []) === '[object Error]') {
+        const name = e.name;
+        const message = e.message;
+        const stack = e.stack;
+        return [
+          name === undefined ? 'Error' : '' + name,
+          message === undefined ? '' : '' + message,
+          typeof stack === 'string' ? stack : '',
+        ];
+      }
+      return ['', 'Uncaught ' + inspect(e), ''];
+    } catch (err) {
+      return ['', 'Uncaught exception (it could not be described)', ''];
+    }
+  }
+
+  // Awaits a thenable through the job queue; the shim drains the queue and reads state.
+  function settle(v) {
+    const rec = { state: 0, value: undefined };
+    let then;
+    if ((typeof v === 'object' && v !== null) || typeof v === 'function') then = v.then;
+    if (typeof then !== 'function') {
+      rec.state = 1;
+      rec.value = v;
+      return rec;
+    }
+    apply(promiseThen, promiseResolve(v), [
+      (x) => { rec.state = 1; rec.value = x; },
+      (e) => { rec.state = 2; rec.value = e; },
+    ]);
+    return rec;
+  }
+
+  return function setup(nativeLog, nativeSyscall) {
+    const log = (level) => function () {
+      nativeLog(level, format(arguments));
+    };
+    const console = {};
+    define(console, {
+      log: log(1), info: log(1), debug: log(0), warn: log(2), error: log(3), trace: log(3),
+    });
+    defineProperty(globalThis, 'console', {
+      value: console, writable: true, enumerable: false, configurable: true,
+    });
+
+    const libos = freeze({
+      syscall(name, args) {
+        try {
+          if (typeof name !== 'string') {
+            throw codedError('invalid_syscall', 'libos.syscall: the name must be a string');
+          }
+          const r = serialize(args === undefined ? {} : args);
+          if (typeof r !== 'string') {
+            throw codedError('not_json', `libos.syscall: args at ${r[0]}: ${r[1]}`);
+          }
+          const resp = jsonParse(nativeSyscall(name, r));
+          if (resp !== null && typeof resp === 'object' && resp.ok === true) return promiseResolve(resp.result);
+          const err = resp !== null && typeof resp === 'object' && resp.error !== null &&
+            typeof resp.error === 'object' ? resp.error : {};
+          throw codedError(typeof err.code === 'string' ? err.code : 'syscall_failed',
+            typeof err.message === 'string' ? err.message : 'libos.syscall: ' + name + ' failed');
+        } catch (e) {
+          return promiseReject(e);
+        }
+      },
+    });
+    return { libos, serialize, describe, settle };
+  };
+})();

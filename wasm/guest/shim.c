@@ -1,0 +1,748 @@
+/*
+ * The guest side of the libos sandbox ABI (see ABI.md).
+ *
+ * One libos_run() call is one fresh JSRuntime + JSContext: no eval intrinsic, no module
+ * loader, the prelude, console and libos installed, Math.random seeded by the host, the
+ * program evaluated, run(args, libos) called and awaited, the result checked to be plain
+ * JSON and serialised. Everything is freed before returning, so no JavaScript state
+ * survives between calls.
+ *
+ * The shim also replaces the few libc functions that would otherwise pull in WASI imports
+ * (clock, stdio), so that the module imports nothing but "libos".
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <sys/time.h>
+
+#include "quickjs.h"
+#include "cutils.h"
+#include "prelude.h"
+
+#define IMPORT(name) __attribute__((import_module("libos"), import_name(#name)))
+#define EXPORT(name) __attribute__((export_name(#name)))
+
+IMPORT(now_ms) double libos_now_ms(void);
+IMPORT(poll) int32_t libos_poll(void);
+IMPORT(syscall) int32_t libos_syscall(const char *name, int32_t name_len,
+                                      const char *args, int32_t args_len);
+IMPORT(syscall_take) void libos_syscall_take(char *ptr);
+IMPORT(log) void libos_log(int32_t level, const char *ptr, int32_t len);
+
+enum {
+    STATUS_OK = 0,
+    STATUS_ERROR = 1,
+};
+
+/* Bounds on what an error report carries, so that a huge thrown message cannot
+   crowd out the result limits of the host. */
+#define MAX_MESSAGE 4096
+#define MAX_STACK 8192
+
+/* The shadow stack is 1 MiB (build.sh); keep a margin below it for the C frames
+   that run after QuickJS's own check (printf, the regexp compiler, ...). */
+#define STACK_LIMIT_MAX (1024 * 1024 - 128 * 1024)
+#define STACK_LIMIT_MIN (32 * 1024)
+#define STACK_LIMIT_DEFAULT (512 * 1024)
+
+static char *out_buf;
+static size_t out_len;
+
+/* Latched for the whole call once the host said stop: an interrupt must not be
+   turned into a normal result by code that runs after it (a promise rejection
+   handler, a finally block in a job). */
+static int interrupted;
+
+static uint8_t *prelude_bc;
+static size_t prelude_bc_len;
+
+/* ---- libc replacements: no WASI imports ---- */
+
+int gettimeofday(struct timeval *tv, void *tz)
+{
+    double ms = libos_now_ms();
+    int64_t us = (int64_t)(ms * 1000.0);
+    (void)tz;
+    if (tv) {
+        tv->tv_sec = us / 1000000;
+        tv->tv_usec = us % 1000000;
+        if (tv->tv_usec < 0) {
+            tv->tv_usec += 1000000;
+            tv->tv_sec--;
+        }
+    }
+    return 0;
+}
+
+/* QuickJS prints only from debugging helpers (JS_Dump*, DUMP_* switches); in the guest
+   that text goes to the error log level so that nothing needs fd_write. */
+static void log_text(int level, const char *s, size_t len)
+{
+    if (len > 0)
+        libos_log(level, s, (int32_t)len);
+}
+
+/* Not vfprintf: libc's snprintf() is built on it. */
+static int log_vprintf(const char *fmt, va_list ap)
+{
+    char buf[512];
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    if (n > 0)
+        log_text(3, buf, n < (int)sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+    return n;
+}
+
+int fprintf(FILE *f, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    (void)f;
+    va_start(ap, fmt);
+    n = log_vprintf(fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+int printf(const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = log_vprintf(fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+int fputs(const char *s, FILE *f)
+{
+    (void)f;
+    log_text(3, s, strlen(s));
+    return 0;
+}
+
+int puts(const char *s)
+{
+    log_text(3, s, strlen(s));
+    return 0;
+}
+
+int fputc(int c, FILE *f)
+{
+    char ch = (char)c;
+    (void)f;
+    log_text(3, &ch, 1);
+    return c;
+}
+
+int putchar(int c)
+{
+    return fputc(c, NULL);
+}
+
+int putc(int c, FILE *f)
+{
+    return fputc(c, f);
+}
+
+int fflush(FILE *f)
+{
+    (void)f;
+    return 0;
+}
+
+void __assert_fail(const char *expr, const char *file, int line, const char *func)
+{
+    char buf[256];
+    int n = snprintf(buf, sizeof(buf), "assertion failed: %s (%s:%d %s)", expr, file, line, func);
+    log_text(3, buf, n < (int)sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+    __builtin_trap();
+}
+
+void abort(void)
+{
+    __builtin_trap();
+}
+
+/* ---- output buffer ---- */
+
+static const char oom_error[] =
+    "{\"code\":\"out_of_memory\",\"message\":\"guest: no memory left for the output\"}";
+
+static int set_output(const char *s, size_t len)
+{
+    char *p = realloc(out_buf, len + 1);
+    if (!p) {
+        /* the static text needs no allocation */
+        free(out_buf);
+        out_buf = NULL;
+        out_len = 0;
+        return -1;
+    }
+    memcpy(p, s, len);
+    p[len] = '\0';
+    out_buf = p;
+    out_len = len;
+    return 0;
+}
+
+EXPORT(libos_out_ptr) int32_t libos_out_ptr(void)
+{
+    return out_buf ? (int32_t)(uintptr_t)out_buf : (int32_t)(uintptr_t)oom_error;
+}
+
+EXPORT(libos_out_len) int32_t libos_out_len(void)
+{
+    return out_buf ? (int32_t)out_len : (int32_t)(sizeof(oom_error) - 1);
+}
+
+EXPORT(libos_alloc) int32_t libos_alloc(int32_t size)
+{
+    if (size < 0)
+        return 0;
+    return (int32_t)(uintptr_t)malloc(size > 0 ? (size_t)size : 1);
+}
+
+EXPORT(libos_free) void libos_free(int32_t ptr)
+{
+    free((void *)(uintptr_t)ptr);
+}
+
+/* Length of the longest prefix of s[0:len] of at most max bytes that does not cut
+   a UTF-8 sequence. */
+static size_t utf8_prefix(const char *s, size_t len, size_t max)
+{
+    if (len <= max)
+        return len;
+    len = max;
+    while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
+        len--;
+    return len;
+}
+
+static void json_put_string(DynBuf *b, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t i;
+    dbuf_putc(b, '"');
+    for (i = 0; i < len; i++) {
+        unsigned char c = s[i];
+        switch (c) {
+        case '"': dbuf_putstr(b, "\\\""); break;
+        case '\\': dbuf_putstr(b, "\\\\"); break;
+        case '\n': dbuf_putstr(b, "\\n"); break;
+        case '\r': dbuf_putstr(b, "\\r"); break;
+        case '\t': dbuf_putstr(b, "\\t"); break;
+        default:
+            if (c < 0x20) {
+                dbuf_putstr(b, "\\u00");
+                dbuf_putc(b, hex[c >> 4]);
+                dbuf_putc(b, hex[c & 15]);
+            } else {
+                dbuf_putc(b, c);
+            }
+        }
+    }
+    dbuf_putc(b, '"');
+}
+
+static void *libc_realloc(void *opaque, void *ptr, size_t size)
+{
+    (void)opaque;
+    return realloc(ptr, size);
+}
+
+/* Writes {"code","message","path"?,"stack"?} as the output and returns STATUS_ERROR. */
+static int set_error(const char *code, const char *msg, size_t msg_len,
+                     const char *path, size_t path_len,
+                     const char *stack, size_t stack_len)
+{
+    DynBuf b;
+    dbuf_init2(&b, NULL, libc_realloc);
+    dbuf_putstr(&b, "{\"code\":");
+    json_put_string(&b, code, strlen(code));
+    dbuf_putstr(&b, ",\"message\":");
+    json_put_string(&b, msg, utf8_prefix(msg, msg_len, MAX_MESSAGE));
+    if (path) {
+        dbuf_putstr(&b, ",\"path\":");
+        json_put_string(&b, path, utf8_prefix(path, path_len, MAX_MESSAGE));
+    }
+    if (stack && stack_len > 0) {
+        dbuf_putstr(&b, ",\"stack\":");
+        json_put_string(&b, stack, utf8_prefix(stack, stack_len, MAX_STACK));
+    }
+    dbuf_putc(&b, '}');
+    if (b.error || set_output((const char *)b.buf, b.size) < 0) {
+        free(out_buf);
+        out_buf = NULL;
+    }
+    dbuf_free(&b);
+    return STATUS_ERROR;
+}
+
+static int fail(const char *code, const char *msg)
+{
+    return set_error(code, msg, strlen(msg), NULL, 0, NULL, 0);
+}
+
+/* ---- the interrupt handler and the native functions given to the prelude ---- */
+
+static int interrupt_handler(JSRuntime *rt, void *opaque)
+{
+    (void)rt;
+    (void)opaque;
+    if (!interrupted && libos_poll() != 0)
+        interrupted = 1;
+    return interrupted;
+}
+
+/* nativeLog(level, text) */
+static JSValue native_log(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
+{
+    int32_t level;
+    size_t len;
+    const char *s;
+
+    (void)this_val;
+    if (argc < 2 || JS_ToInt32(ctx, &level, argv[0]) < 0)
+        return JS_EXCEPTION;
+    s = JS_ToCStringLen(ctx, &len, argv[1]);
+    if (!s)
+        return JS_EXCEPTION;
+    libos_log(level, s, (int32_t)len);
+    JS_FreeCString(ctx, s);
+    return JS_UNDEFINED;
+}
+
+/* nativeSyscall(name, argsJSON) -> responseJSON. The prelude checks and parses;
+   here only text crosses. */
+static JSValue native_syscall(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
+{
+    const char *name, *args;
+    size_t name_len, args_len;
+    int32_t n;
+    char *buf;
+    JSValue ret;
+
+    (void)this_val;
+    if (interrupted)
+        return JS_ThrowInterrupted(ctx);
+    if (argc < 2)
+        return JS_ThrowTypeError(ctx, "syscall: two arguments expected");
+    name = JS_ToCStringLen(ctx, &name_len, argv[0]);
+    if (!name)
+        return JS_EXCEPTION;
+    args = JS_ToCStringLen(ctx, &args_len, argv[1]);
+    if (!args) {
+        JS_FreeCString(ctx, name);
+        return JS_EXCEPTION;
+    }
+    n = libos_syscall(name, (int32_t)name_len, args, (int32_t)args_len);
+    JS_FreeCString(ctx, name);
+    JS_FreeCString(ctx, args);
+    if (n < 0) {
+        interrupted = 1;
+        return JS_ThrowInterrupted(ctx);
+    }
+    buf = js_malloc(ctx, (size_t)n + 1);
+    if (!buf)
+        return JS_EXCEPTION;
+    libos_syscall_take(buf);
+    buf[n] = '\0';
+    ret = JS_NewStringLen(ctx, buf, (size_t)n);
+    js_free(ctx, buf);
+    return ret;
+}
+
+/* ---- one call ---- */
+
+/* The intrinsics of a context, without eval: JS_CompileScript() compiles our own
+   scripts, and eval(), the Function constructors and their async and generator
+   variants fail with a TypeError. */
+static JSContext *new_context(JSRuntime *rt, uint64_t seed)
+{
+    JSContext *ctx = JS_NewContextRaw(rt);
+    JSValue global;
+    JSAtom atom;
+
+    if (!ctx)
+        return NULL;
+    JS_AddIntrinsicBaseObjects(ctx);
+    JS_AddIntrinsicDate(ctx);
+    JS_AddIntrinsicStringNormalize(ctx);
+    JS_AddIntrinsicRegExpCompiler(ctx);
+    JS_AddIntrinsicRegExp(ctx);
+    JS_AddIntrinsicJSON(ctx);
+    JS_AddIntrinsicProxy(ctx);
+    JS_AddIntrinsicMapSet(ctx);
+    JS_AddIntrinsicTypedArrays(ctx);
+    JS_AddIntrinsicPromise(ctx);
+    JS_AddIntrinsicBigInt(ctx);
+    JS_SetRandomSeed(ctx, seed);
+
+    /* eval would only throw; remove the name so that its absence is plain */
+    global = JS_GetGlobalObject(ctx);
+    atom = JS_NewAtom(ctx, "eval");
+    JS_DeleteProperty(ctx, global, atom, 0);
+    JS_FreeAtom(ctx, atom);
+    JS_FreeValue(ctx, global);
+    return ctx;
+}
+
+/* The prelude is compiled once per instance and kept as bytecode; each call reads
+   the bytecode into its fresh runtime, which is cheaper than parsing. */
+static JSValue eval_prelude(JSContext *ctx)
+{
+    JSValue fn;
+
+    if (!prelude_bc) {
+        uint8_t *bc;
+        size_t len;
+        fn = JS_CompileScript(ctx, prelude_js, sizeof(prelude_js) - 1, "prelude.js");
+        if (JS_IsException(fn))
+            return fn;
+        bc = JS_WriteObject(ctx, &len, fn, JS_WRITE_OBJ_BYTECODE);
+        if (bc) {
+            prelude_bc = malloc(len);
+            if (prelude_bc) {
+                memcpy(prelude_bc, bc, len);
+                prelude_bc_len = len;
+            }
+            js_free(ctx, bc);
+        }
+    } else {
+        fn = JS_ReadObject(ctx, prelude_bc, prelude_bc_len, JS_READ_OBJ_BYTECODE);
+        if (JS_IsException(fn))
+            return fn;
+    }
+    return JS_EvalFunction(ctx, fn);
+}
+
+typedef struct {
+    JSContext *ctx;
+    JSRuntime *rt;
+    size_t mem_limit;
+    JSValue libos;     /* the object handed to run() */
+    JSValue serialize; /* value -> JSON text, or [path, message] when not plain JSON */
+    JSValue describe;  /* thrown value -> [name, message, stack] */
+    JSValue settle;    /* value -> {state: 0 pending | 1 fulfilled | 2 rejected, value} */
+} Call;
+
+static int interrupted_error(void)
+{
+    return fail("interrupted", "guest: interrupted by the host");
+}
+
+static int streq(const char *s, size_t len, const char *lit)
+{
+    return len == strlen(lit) && memcmp(s, lit, len) == 0;
+}
+
+/* Reports the thrown value 'exc' (freed here). default_code is js_error, or
+   syntax_error while compiling; the limits of QuickJS map to their own codes. */
+static int fail_exception(Call *c, JSValue exc, const char *default_code)
+{
+    JSContext *ctx = c->ctx;
+    JSValue d, parts[3];
+    const char *s[3] = { NULL, NULL, NULL };
+    size_t len[3] = { 0, 0, 0 };
+    const char *code = default_code;
+    DynBuf msg;
+    int i, ret;
+
+    if (interrupted) {
+        JS_FreeValue(ctx, exc);
+        return interrupted_error();
+    }
+    /* room to describe an out-of-memory error; wazero's page limit stays the hard cap */
+    if (c->mem_limit)
+        JS_SetMemoryLimit(c->rt, c->mem_limit + (1 << 20));
+    d = JS_Call(ctx, c->describe, JS_UNDEFINED, 1, (JSValueConst *)&exc);
+    JS_FreeValue(ctx, exc);
+    if (JS_IsException(d)) {
+        JS_FreeValue(ctx, JS_GetException(ctx));
+        if (interrupted)
+            return interrupted_error();
+        return fail(default_code, "guest: the thrown value could not be described");
+    }
+    for (i = 0; i < 3; i++) {
+        parts[i] = JS_GetPropertyUint32(ctx, d, i);
+        s[i] = JS_IsString(parts[i]) ? JS_ToCStringLen(ctx, &len[i], parts[i]) : NULL;
+        if (!s[i]) {
+            s[i] = "";
+            len[i] = 0;
+        }
+    }
+    JS_FreeValue(ctx, d);
+    if (streq(s[0], len[0], "InternalError") && streq(s[1], len[1], "out of memory"))
+        code = "out_of_memory";
+    else if (streq(s[0], len[0], "RangeError") &&
+             streq(s[1], len[1], "Maximum call stack size exceeded"))
+        code = "stack_overflow";
+    else if (strcmp(default_code, "syntax_error") == 0 && !streq(s[0], len[0], "SyntaxError"))
+        code = "js_error";
+
+    dbuf_init2(&msg, NULL, libc_realloc);
+    if (len[0] > 0) {
+        dbuf_put(&msg, (const uint8_t *)s[0], len[0]);
+        dbuf_putstr(&msg, ": ");
+    }
+    dbuf_put(&msg, (const uint8_t *)s[1], len[1]);
+    ret = set_error(code, msg.error ? "" : (const char *)msg.buf, msg.error ? 0 : msg.size,
+                    NULL, 0, s[2], len[2]);
+    dbuf_free(&msg);
+    for (i = 0; i < 3; i++) {
+        if (len[i] > 0 || JS_IsString(parts[i]))
+            JS_FreeCString(ctx, s[i]);
+        JS_FreeValue(ctx, parts[i]);
+    }
+    return ret;
+}
+
+static int fail_pending(Call *c, const char *default_code)
+{
+    return fail_exception(c, JS_GetException(c->ctx), default_code);
+}
+
+/* A NUL-terminated copy: QuickJS's parsers read one byte past the input. */
+static char *copy_input(const char *p, int32_t len)
+{
+    char *s;
+    if (len < 0)
+        return NULL;
+    s = malloc((size_t)len + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, p, (size_t)len);
+    s[len] = '\0';
+    return s;
+}
+
+/* Runs every pending job; returns 0, or STATUS_ERROR with the output set. */
+static int drain_jobs(Call *c)
+{
+    JSContext *job_ctx;
+    int r;
+
+    for (;;) {
+        if (interrupted)
+            return interrupted_error();
+        r = JS_ExecutePendingJob(c->rt, &job_ctx);
+        if (r == 0)
+            return 0;
+        if (r < 0)
+            return fail_pending(c, "js_error");
+    }
+}
+
+static int call_program(Call *c, const char *src, int32_t src_len,
+                        const char *args, int32_t args_len)
+{
+    JSContext *ctx = c->ctx;
+    JSValue v, run, argv[2], rec, state, result;
+    char *text;
+    int32_t st;
+    int ret;
+
+    /* the program: a global script that defines run */
+    text = copy_input(src, src_len);
+    if (!text)
+        return fail("out_of_memory", "guest: no memory for the program");
+    v = JS_CompileScript(ctx, text, (size_t)src_len, "tool.js");
+    free(text);
+    if (JS_IsException(v))
+        return fail_pending(c, "syntax_error");
+    v = JS_EvalFunction(ctx, v);
+    if (JS_IsException(v))
+        return fail_pending(c, "js_error");
+    JS_FreeValue(ctx, v);
+    if (interrupted)
+        return interrupted_error();
+
+    run = JS_GetGlobalBinding(ctx, "run");
+    if (JS_IsException(run))
+        return fail_pending(c, "js_error");
+    if (!JS_IsFunction(ctx, run)) {
+        JS_FreeValue(ctx, run);
+        return fail("run_missing", "guest: the program defines no function run");
+    }
+
+    text = copy_input(args, args_len);
+    if (!text) {
+        JS_FreeValue(ctx, run);
+        return fail("out_of_memory", "guest: no memory for the arguments");
+    }
+    argv[0] = JS_ParseJSON(ctx, text, (size_t)args_len, "args");
+    free(text);
+    if (JS_IsException(argv[0]) || !JS_IsObject(argv[0]) || JS_IsArray(ctx, argv[0])) {
+        if (JS_IsException(argv[0]))
+            JS_FreeValue(ctx, JS_GetException(ctx));
+        JS_FreeValue(ctx, argv[0]);
+        JS_FreeValue(ctx, run);
+        if (interrupted)
+            return interrupted_error();
+        return fail("args_invalid", "guest: args must be a JSON object");
+    }
+    argv[1] = c->libos;
+    v = JS_Call(ctx, run, JS_UNDEFINED, 2, (JSValueConst *)argv);
+    JS_FreeValue(ctx, argv[0]);
+    JS_FreeValue(ctx, run);
+    if (JS_IsException(v))
+        return fail_pending(c, "js_error");
+
+    /* await a thenable, and run whatever work the program left queued */
+    rec = JS_Call(ctx, c->settle, JS_UNDEFINED, 1, (JSValueConst *)&v);
+    JS_FreeValue(ctx, v);
+    if (JS_IsException(rec))
+        return fail_pending(c, "js_error");
+    ret = drain_jobs(c);
+    if (ret != 0) {
+        JS_FreeValue(ctx, rec);
+        return ret;
+    }
+    state = JS_GetPropertyStr(ctx, rec, "state");
+    result = JS_GetPropertyStr(ctx, rec, "value");
+    JS_FreeValue(ctx, rec);
+    ret = JS_ToInt32(ctx, &st, state);
+    JS_FreeValue(ctx, state);
+    if (ret < 0 || JS_IsException(result)) {
+        JS_FreeValue(ctx, result);
+        return fail_pending(c, "js_error");
+    }
+    if (st == 0) {
+        JS_FreeValue(ctx, result);
+        return fail("unsettled", "guest: run returned a promise that never settled");
+    }
+    if (st == 2)
+        return fail_exception(c, result, "js_error");
+
+    /* plain JSON only, checked and written in one pass */
+    v = JS_Call(ctx, c->serialize, JS_UNDEFINED, 1, (JSValueConst *)&result);
+    JS_FreeValue(ctx, result);
+    if (JS_IsException(v))
+        return fail_pending(c, "js_error");
+    if (interrupted) {
+        JS_FreeValue(ctx, v);
+        return interrupted_error();
+    }
+    if (JS_IsString(v)) {
+        size_t len;
+        const char *s = JS_ToCStringLen(ctx, &len, v);
+        JS_FreeValue(ctx, v);
+        if (!s)
+            return fail_pending(c, "js_error");
+        ret = set_output(s, len) < 0 ? STATUS_ERROR : STATUS_OK;
+        JS_FreeCString(ctx, s);
+        if (ret != STATUS_OK)
+            return fail("out_of_memory", "guest: no memory left for the output");
+        return STATUS_OK;
+    } else {
+        JSValue p = JS_GetPropertyUint32(ctx, v, 0), m = JS_GetPropertyUint32(ctx, v, 1);
+        size_t plen = 0, mlen = 0;
+        const char *ps = JS_ToCStringLen(ctx, &plen, p);
+        const char *ms = JS_ToCStringLen(ctx, &mlen, m);
+        ret = set_error("not_json", ms ? ms : "not plain JSON", ms ? mlen : 14,
+                        ps ? ps : "$", ps ? plen : 1, NULL, 0);
+        JS_FreeCString(ctx, ps);
+        JS_FreeCString(ctx, ms);
+        JS_FreeValue(ctx, p);
+        JS_FreeValue(ctx, m);
+        JS_FreeValue(ctx, v);
+        return ret;
+    }
+}
+
+/* A failure before the prelude's helpers exist: the prelude itself failed. */
+static int fail_pending_raw(JSContext *ctx)
+{
+    JSValue exc = JS_GetException(ctx);
+    const char *s;
+    size_t len;
+    int ret;
+
+    if (interrupted) {
+        JS_FreeValue(ctx, exc);
+        return interrupted_error();
+    }
+    s = JS_ToCStringLen(ctx, &len, exc);
+    JS_FreeValue(ctx, exc);
+    if (!s) {
+        JS_FreeValue(ctx, JS_GetException(ctx));
+        return fail("out_of_memory", "guest: the prelude could not be installed");
+    }
+    if (streq(s, len, "InternalError: out of memory"))
+        ret = fail("out_of_memory", "guest: the prelude could not be installed: out of memory");
+    else
+        ret = set_error("guest_error", s, len, NULL, 0, NULL, 0);
+    JS_FreeCString(ctx, s);
+    return ret;
+}
+
+static int run_call(Call *c, const char *src, int32_t src_len, const char *args, int32_t args_len)
+{
+    JSContext *ctx = c->ctx;
+    JSValue setup, internals, natives[2];
+    int ret;
+
+    setup = eval_prelude(ctx);
+    if (JS_IsException(setup))
+        return fail_pending_raw(ctx);
+    natives[0] = JS_NewCFunction(ctx, native_log, "log", 2);
+    natives[1] = JS_NewCFunction(ctx, native_syscall, "syscall", 2);
+    internals = JS_Call(ctx, setup, JS_UNDEFINED, 2, (JSValueConst *)natives);
+    JS_FreeValue(ctx, setup);
+    JS_FreeValue(ctx, natives[0]);
+    JS_FreeValue(ctx, natives[1]);
+    if (JS_IsException(internals))
+        return fail_pending_raw(ctx);
+    c->libos = JS_GetPropertyStr(ctx, internals, "libos");
+    c->serialize = JS_GetPropertyStr(ctx, internals, "serialize");
+    c->describe = JS_GetPropertyStr(ctx, internals, "describe");
+    c->settle = JS_GetPropertyStr(ctx, internals, "settle");
+    JS_FreeValue(ctx, internals);
+    if (!JS_IsFunction(ctx, c->serialize) || !JS_IsFunction(ctx, c->describe) ||
+        !JS_IsFunction(ctx, c->settle) || !JS_IsObject(c->libos))
+        ret = fail("guest_error", "guest: the prelude is incomplete");
+    else
+        ret = call_program(c, src, src_len, args, args_len);
+    JS_FreeValue(ctx, c->libos);
+    JS_FreeValue(ctx, c->serialize);
+    JS_FreeValue(ctx, c->describe);
+    JS_FreeValue(ctx, c->settle);
+    return ret;
+}
+
+EXPORT(libos_run) int32_t libos_run(const char *src, int32_t src_len,
+                                    const char *args, int32_t args_len,
+                                    int32_t mem_limit, int32_t stack_limit, int64_t seed)
+{
+    Call c;
+    size_t stack;
+    int ret;
+
+    interrupted = 0;
+    memset(&c, 0, sizeof(c));
+    c.rt = JS_NewRuntime();
+    if (!c.rt)
+        return fail("out_of_memory", "guest: no memory for a runtime");
+    c.mem_limit = mem_limit > 0 ? (size_t)mem_limit : 0;
+    if (c.mem_limit)
+        JS_SetMemoryLimit(c.rt, c.mem_limit);
+    stack = stack_limit > 0 ? (size_t)stack_limit : STACK_LIMIT_DEFAULT;
+    if (stack > STACK_LIMIT_MAX)
+        stack = STACK_LIMIT_MAX;
+    if (stack < STACK_LIMIT_MIN)
+        stack = STACK_LIMIT_MIN;
+    JS_SetMaxStackSize(c.rt, stack);
+    JS_SetInterruptHandler(c.rt, interrupt_handler, NULL);
+    c.ctx = new_context(c.rt, (uint64_t)seed);
+    if (!c.ctx) {
+        JS_FreeRuntime(c.rt);
+        return fail("out_of_memory", "guest: no memory for a context");
+    }
+    ret = run_call(&c, src, src_len, args, args_len);
+    JS_FreeContext(c.ctx);
+    JS_FreeRuntime(c.rt);
+    return ret;
+}
