@@ -44,6 +44,8 @@ type call struct {
 	now    func() time.Time
 	lim    Limits
 
+	// deadline is when the wall time runs out, on the monotonic clock (since monoBase).
+	deadline time.Duration
 	// noPoll makes poll answer "continue" without looking: benchmarks use it to measure
 	// what the time limit costs.
 	noPoll bool
@@ -109,19 +111,26 @@ func hostNowMs(ctx context.Context, stack []uint64) {
 	stack[0] = api.EncodeF64(float64(c.now().UnixMilli()))
 }
 
+// monoBase anchors call deadlines on the monotonic clock.
+var monoBase = time.Now()
+
 // hostPoll: () → i32, 1 when the call must stop. The guest calls it from QuickJS's
-// interrupt handler, regex backtracking and long built-in loops, so it only loads one
-// atomic: the deadline and cancellation set the flag from their own goroutines.
+// interrupt handler, regex backtracking and long built-in loops (about once a
+// millisecond of busy JavaScript), so it allocates nothing: one atomic load for the flag
+// that cancellation, the timer and the limits set, and one monotonic clock read so that
+// the deadline holds even when the timer's goroutine is slow to be scheduled.
 func hostPoll(ctx context.Context, stack []uint64) {
+	stack[0] = 0
 	c := callFrom(ctx)
-	if c == nil {
-		stack[0] = 0
+	if c == nil || c.noPoll {
 		return
 	}
 	c.polls++
-	if c.noPoll || c.stop.Load() == int32(running) {
-		stack[0] = 0
-		return
+	if c.stop.Load() == int32(running) {
+		if time.Since(monoBase) < c.deadline {
+			return
+		}
+		c.halt(c.ctxReason())
 	}
 	stack[0] = 1
 }

@@ -32,9 +32,10 @@ const (
 	DefaultSyscalls     = 100
 	DefaultSyscallBytes = 1 << 20
 
-	// maxStack keeps QuickJS's own stack check inside the guest's 1 MiB stack, so that
-	// deep recursion is a catchable error rather than a trap.
-	maxStack = 1<<20 - 64<<10
+	// maxStack keeps QuickJS's own stack check inside the guest's 1 MiB stack, with room
+	// for the C frames that run past the check, so that deep recursion is a JavaScript
+	// error rather than a trap. The guest clamps to the same bound.
+	maxStack = 1<<20 - 128<<10
 )
 
 // Limits bound one call. A zero field means its default; a limit that is hit ends the call
@@ -46,7 +47,7 @@ type Limits struct {
 	// a JavaScript out-of-memory error. Default three quarters of the Engine's MaxMemory,
 	// capped at MaxMemory. The Engine's MaxMemory is the hard cap behind it.
 	Memory int64
-	// Stack is QuickJS's stack limit in bytes. Default 512 KiB, capped at 960 KiB.
+	// Stack is QuickJS's stack limit in bytes. Default 512 KiB, capped at 896 KiB.
 	Stack int
 	// OutputBytes bounds the JSON text of the returned value. Default 1 MiB.
 	OutputBytes int
@@ -174,7 +175,8 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 
 	runCtx, cancel := context.WithTimeout(ctx, lim.WallTime)
 	defer cancel()
-	c := &call{ctx: runCtx, parent: ctx, sys: sys, now: opts.Now, lim: lim, noPoll: opts.noPoll}
+	c := &call{ctx: runCtx, parent: ctx, sys: sys, now: opts.Now, lim: lim, noPoll: opts.noPoll,
+		deadline: time.Since(monoBase) + lim.WallTime}
 	if c.now == nil {
 		c.now = time.Now
 	}
