@@ -66,6 +66,10 @@ var runaways = []runaway{
 		wall: 10 * time.Second, limit: LimitMemory},
 	{name: "typed-array bomb", program: `function run() { const a = []; for (;;) a.push(new Float64Array(1 << 20)); }`,
 		wall: 10 * time.Second, limit: LimitMemory},
+	{name: "array bomb in an async run, after an await", program: `async function run() { await null; const a = []; for (;;) a.push({x: 1}); }`,
+		wall: 10 * time.Second, limit: LimitMemory},
+	{name: "promise-chain bomb", program: `async function run() { let p = Promise.resolve(); for (;;) p = p.then(() => {}); }`,
+		wall: 10 * time.Second, limit: LimitMemory},
 	{name: "one huge allocation", program: `function run() { return new Uint8Array(1 << 30).length; }`,
 		wall: 10 * time.Second, limit: LimitMemory},
 }
