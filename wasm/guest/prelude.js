@@ -609,7 +609,7 @@
       }
     }
     const indentation = `\n${apply(stringRepeat, ' ', [ctx.indentationLvl])}`;
-    return `${base ? `${base} ` : ''}${braces[0]}${indentation}  ${apply(arrayJoin, output, [`,${indentation}`])}${indentation}${braces[1]}`;
+    return `${base ? `${base} ` : ''}${braces[0]}${indentation}  ${apply(arrayJoin, output, [`,${indentation}  `])}${indentation}${braces[1]}`;
   }
 
   function inspect(v) {
@@ -769,6 +769,14 @@
     return e;
   }
 
+  const MAX_FRAMES = 50;
+  function trimStack(stack) {
+    const lines = stack.split('\n');
+    if (lines.length <= MAX_FRAMES + 1) return stack;
+    const more = lines.length - MAX_FRAMES - 1;
+    return apply(arrayJoin, lines.slice(0, MAX_FRAMES), ['\n']) + `\n    ... ${more} more frame${more > 1 ? 's' : ''}\n`;
+  }
+
   // [name, message, stack] of a thrown value; never throws.
   function describe(e) {
     try {
@@ -779,7 +787,7 @@
         return [
           name === undefined ? 'Error' : '' + name,
           message === undefined ? '' : '' + message,
-          typeof stack === 'string' ? stack : '',
+          typeof stack === 'string' ? trimStack(stack) : '',
         ];
       }
       return ['', 'Uncaught ' + inspect(e), ''];
