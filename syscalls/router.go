@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls/internal/jsonv"
@@ -308,7 +309,7 @@ func (ev *auditEvent) noteArgs(args json.RawMessage) {
 	sum := sha256.Sum256(args)
 	ev.ArgsSHA256 = hex.EncodeToString(sum[:])
 	ev.ArgsBytes = len(args)
-	if len(args) <= maxAuditArgs && json.Valid(args) {
+	if len(args) <= maxAuditArgs && utf8.Valid(args) && json.Valid(args) {
 		ev.Args = append(json.RawMessage(nil), args...)
 	}
 }
