@@ -185,7 +185,7 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 
 	seed := opts.Seed
 	if seed == 0 {
-		seed = rand.Uint64() | 1
+		seed = rand.Uint64()
 	}
 	gerr := in.call(context.WithValue(runCtx, callKey{}, c), c, program, args, lim, seed, res)
 	res.Logs, res.LogsTruncated = c.logs, c.logsTruncated
