@@ -2,76 +2,74 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
-	"time"
-
-	"github.com/agentlibos/libos/wasm"
+	"os/signal"
+	"syscall"
 )
 
-// version is the libOS version, set at link time for releases.
-var version = "0.0.0-dev"
-
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "--version" {
-		fmt.Println("libos", version)
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "smoke" {
-		if err := smoke(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "libos smoke:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	fmt.Fprintln(os.Stderr, "libos: no commands yet; see README.md")
-	os.Exit(2)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-const smokeProgram = `async function run(args, libos) {
-  console.log("hello from QuickJS in wasm");
-  let sum = 0;
-  for (const n of args.numbers) sum += n;
-  return {sum, at: new Date().toISOString()};
-}`
+// Exit codes. validate uses all three; other commands use 0 and 1 for their outcome
+// and 2 for usage, I/O and storage errors.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // the command ran and its answer is "no": a rejected candidate, a failed check
+	exitUsage   = 2 // bad flags or arguments, unreadable files, an unusable store
+	exitUnknown = exitUsage
+)
 
-// smoke runs one small JavaScript program in the sandbox and prints its result:
-// libos smoke [program.js [args.json]].
-func smoke(argv []string) error {
-	program, args := smokeProgram, `{"numbers":[1,2,3,4,5,6,7,8,9,10]}`
-	if len(argv) > 2 {
-		return fmt.Errorf("usage: libos smoke [program.js [args-json]]")
+// exitError carries the exit code a command wants; the message has already been
+// printed when quiet is set.
+type exitError struct {
+	code  int
+	err   error
+	quiet bool
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
 	}
-	if len(argv) > 0 {
-		b, err := os.ReadFile(argv[0])
-		if err != nil {
-			return err
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// failed is the "ran, and the answer is no" outcome; its report is already printed.
+func failed() error { return &exitError{code: exitFailed, quiet: true} }
+
+// usageErr is a usage or I/O error: exit 2 with the message and a hint.
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// run is main without the process: tests call it in-process for speed where the
+// binary itself is not what is under test.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(&env{stdin: stdin, stdout: stdout, stderr: stderr})
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if !ee.quiet && ee.err != nil {
+			fmt.Fprintln(stderr, "libos:", ee.err)
 		}
-		program, args = string(b), "{}"
+		return ee.code
 	}
-	if len(argv) > 1 {
-		args = argv[1]
-	}
-	ctx := context.Background()
-	t0 := time.Now()
-	e, err := wasm.NewEngine(ctx, wasm.Config{})
-	if err != nil {
-		return err
-	}
-	defer e.Close(ctx)
-	compiled := time.Since(t0)
-	res, err := e.Run(ctx, program, json.RawMessage(args), nil, wasm.Options{})
-	if res != nil {
-		for _, l := range res.Logs {
-			fmt.Fprintf(os.Stderr, "[%s] %s\n", l.Level, l.Message)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Println(string(res.Value))
-	fmt.Fprintf(os.Stderr, "compiled in %v, ran in %v, peak memory %d KiB\n",
-		compiled.Round(time.Millisecond), res.Stats.Duration.Round(time.Microsecond), res.Stats.PeakMemory>>10)
-	return nil
+	// Cobra's own errors (unknown command or flag, wrong argument count) and every
+	// error a command did not classify are usage or I/O errors.
+	fmt.Fprintln(stderr, "libos:", err)
+	fmt.Fprintln(stderr, "Run 'libos --help' for usage.")
+	return exitUnknown
 }

@@ -1,0 +1,467 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentlibos/libos/cmd/libos/internal/mcpserve"
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/store"
+	"github.com/agentlibos/libos/syscalls"
+)
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// withSystem opens the store for the length of fn.
+func withSystem(ctx context.Context, e *env, fn func(*system) error) (err error) {
+	sys, err := e.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := sys.Close(); cerr != nil && err == nil {
+			err = usageErr("%v", cerr)
+		}
+	}()
+	return fn(sys)
+}
+
+// pidArgs completes PIDs from the store.
+func pidArgs(e *env) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		if e.log == nil {
+			_ = e.setupLog()
+		}
+		var pids []string
+		_ = withSystem(cmd.Context(), e, func(sys *system) error {
+			procs, err := sys.st.Processes()
+			for _, p := range procs {
+				if strings.HasPrefix(p.PID, toComplete) {
+					pids = append(pids, p.PID)
+				}
+			}
+			return err
+		})
+		return pids, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func newCallCmd(e *env) *cobra.Command {
+	var frameFile string
+	var host bool
+	c := &cobra.Command{
+		Use:   "call PID [NAME [ARGS-JSON]]",
+		Short: "Run one tool call in a process, through the full pipeline",
+		Long: `call runs one tool call in process PID and prints the normalised result (canonical JSON).
+
+By default the call takes the model's path: the frame {"name": NAME, "arguments": ARGS}
+goes through the tool-call adapter and the process's projection, exactly as a tool call
+from a model would. With --frame, the frame is read from a file (or - for stdin) in any
+shape the adapter accepts (OpenAI, Anthropic, MCP). With --host, the call takes the host
+API's path instead (runtime.tools.call): names are looked up in the process tool table,
+JIT tools are reachable in both projections and run_jit_tool never is.
+
+Every call is recorded in the process's event log. Exit status 1 means the call failed;
+its typed code and message are printed on stderr.`,
+		Example: `  libos call pid_0123... echo '{"probe":{"n":9007199254740993}}'
+  libos call pid_0123... run_jit_tool '{"tool_name":"clock_now","arguments":{"timezone":"UTC"}}'
+  echo '{"type":"function","function":{"name":"echo","arguments":"{\"a\":1}"}}' | libos call pid_0123... --frame -`,
+		Args:              cobra.RangeArgs(1, 3),
+		ValidArgsFunction: pidArgs(e),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pid := args[0]
+			var frame []byte
+			switch {
+			case frameFile != "" && len(args) > 1:
+				return usageErr("call: give either --frame or NAME [ARGS-JSON], not both")
+			case frameFile != "" && host:
+				return usageErr("call: --frame is the model's path; --host takes NAME [ARGS-JSON]")
+			case frameFile == "-":
+				b, err := io.ReadAll(e.stdin)
+				if err != nil {
+					return usageErr("call: read the frame from stdin: %v", err)
+				}
+				frame = b
+			case frameFile != "":
+				b, err := os.ReadFile(frameFile)
+				if err != nil {
+					return usageErr("call: %v", err)
+				}
+				frame = b
+			case len(args) < 2:
+				return usageErr("call: name the tool (libos call PID NAME [ARGS-JSON]) or pass --frame FILE")
+			}
+			var rawArgs json.RawMessage
+			if len(args) == 3 {
+				rawArgs = json.RawMessage(args[2])
+			}
+			return withSystem(cmd.Context(), e, func(sys *system) error {
+				var res *engine.Result
+				var err error
+				switch {
+				case host:
+					res, err = sys.k.Runtime().Tools.Call(cmd.Context(), pid, args[1], rawArgs)
+				default:
+					if frame == nil {
+						frame, err = mcpserve.Frame(args[1], rawArgs)
+						if err != nil {
+							return usageErr("%v", err)
+						}
+					}
+					res, err = sys.k.HandleFrame(cmd.Context(), pid, frame)
+				}
+				if err != nil {
+					if errors.Is(err, engine.ErrUnknownProcess) {
+						return usageErr("%v (list processes with 'libos ps')", err)
+					}
+					fmt.Fprintf(e.stderr, "libos call: %s: %v\n", engine.CodeOf(err), err)
+					var ee *engine.Error
+					if errors.As(err, &ee) {
+						for _, d := range ee.Details {
+							fmt.Fprintf(e.stderr, "  at %s: %s\n", orRoot(d.Path), d.Message)
+						}
+					}
+					return failed()
+				}
+				fmt.Fprintln(e.stdout, res.Text)
+				e.log.Debug("call settled", "pid", pid, "call_id", res.CallID, "tool", res.Tool)
+				return nil
+			})
+		},
+	}
+	c.Flags().StringVar(&frameFile, "frame", "", "read a whole provider frame from FILE (- for stdin)")
+	c.Flags().BoolVar(&host, "host", false, "call through the host API (runtime.tools.call) instead of the model's path")
+	return c
+}
+
+func orRoot(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
+}
+
+func newToolsCmd(e *env) *cobra.Command {
+	var format, projection string
+	c := &cobra.Command{
+		Use:   "tools [PID]",
+		Short: "Print the tool list a model sees, as MCP, OpenAI or Anthropic JSON",
+		Long: `tools prints the projected tool list of process PID (what the model sees) rendered for a
+provider: MCP Tool objects, OpenAI function tools (strict mode where the schema allows)
+or Anthropic tool definitions. Without PID it prints the list of a fresh process of the
+default image, in a throwaway store.`,
+		Example: `  libos tools pid_0123... --format openai
+  libos tools --projection multiplexed --format anthropic`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: pidArgs(e),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := engine.Provider(format)
+			switch p {
+			case engine.ProviderMCP, engine.ProviderOpenAI, engine.ProviderAnthropic:
+			default:
+				return usageErr("--format %q: want mcp, openai or anthropic", format)
+			}
+			proj, err := parseProjection(projection)
+			if err != nil {
+				return err
+			}
+			show := func(sys *system, pid string) error {
+				defs, err := sys.k.Tools(pid)
+				if err != nil {
+					return usageErr("%v (list processes with 'libos ps')", err)
+				}
+				out, err := engine.RenderTools(defs, p)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				// Indenting raw JSON keeps the schemas' numbers as written.
+				return writeJSON(e.stdout, json.RawMessage(out))
+			}
+			if len(args) == 1 {
+				if cmd.Flags().Changed("projection") {
+					return usageErr("--projection applies only without PID: a process's projection is fixed at spawn")
+				}
+				return withSystem(cmd.Context(), e, func(sys *system) error { return show(sys, args[0]) })
+			}
+			return withScratch(cmd.Context(), e, func(sys *system) error {
+				pid, err := sys.k.Spawn(cmd.Context(), defaultProcess(proj))
+				if err != nil {
+					return usageErr("spawn: %v", err)
+				}
+				return show(sys, pid)
+			})
+		},
+	}
+	c.Flags().StringVar(&format, "format", "mcp", "rendering: mcp, openai or anthropic")
+	c.Flags().StringVar(&projection, "projection", "direct", "without PID: the projection of the fresh process")
+	_ = c.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"mcp", "openai", "anthropic"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = c.RegisterFlagCompletionFunc("projection", cobra.FixedCompletions([]string{"direct", "multiplexed"}, cobra.ShellCompDirectiveNoFileComp))
+	return c
+}
+
+// withScratch runs fn on a fresh store in a temporary directory, removed afterwards.
+func withScratch(ctx context.Context, e *env, fn func(*system) error) (err error) {
+	dir, err := os.MkdirTemp("", "libos-scratch-")
+	if err != nil {
+		return usageErr("temporary store: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	sys, err := openSystem(ctx, dir, e)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := sys.Close(); cerr != nil && err == nil {
+			err = usageErr("%v", cerr)
+		}
+	}()
+	return fn(sys)
+}
+
+func newSyscallsCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "syscalls",
+		Short: "Print the syscall route table",
+		Long: `syscalls prints every route a JIT tool can reach with libos.syscall: its name, the
+capability it requires, its approval class, its side effects, the provider that serves
+it and its documentation line. --json adds the argument and result JSON Schemas.
+
+This is operator documentation: a model has no way to list routes.`,
+		Example: `  libos syscalls
+  libos syscalls --json | jq '.[] | select(.name=="clock.now")'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			routes := syscalls.Routes()
+			if asJSON {
+				type route struct {
+					Name         string          `json:"name"`
+					Doc          string          `json:"doc"`
+					Capability   string          `json:"capability"`
+					Approval     string          `json:"approval"`
+					Effect       string          `json:"effect"`
+					Provider     string          `json:"provider"`
+					ArgsSchema   json.RawMessage `json:"args_schema"`
+					ResultSchema json.RawMessage `json:"result_schema"`
+				}
+				out := make([]route, 0, len(routes))
+				for _, r := range routes {
+					out = append(out, route{r.Name, r.Doc, string(r.Capability), string(r.Approval), string(r.Effect), r.Provider, r.ArgsSchema, r.ResultSchema})
+				}
+				return writeJSON(e.stdout, out)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ROUTE\tCAPABILITY\tAPPROVAL\tEFFECT\tPROVIDER\tDOC")
+			for _, r := range routes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Capability, r.Approval, r.Effect, r.Provider, r.Doc)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON with the argument and result schemas")
+	return c
+}
+
+func newPsCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ps",
+		Short: "List the processes in the store",
+		Long: `ps lists every process the store holds: PID, state, projection, capabilities, number of
+events and when it was created.`,
+		Example: `  libos ps
+  libos ps --data ./agent-store --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withSystem(cmd.Context(), e, func(sys *system) error {
+				procs, err := sys.st.Processes()
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				type row struct {
+					PID          string    `json:"pid"`
+					State        string    `json:"state"`
+					Projection   string    `json:"projection"`
+					Capabilities []string  `json:"capabilities"`
+					Events       uint64    `json:"events"`
+					Parent       string    `json:"parent,omitempty"`
+					Created      time.Time `json:"created"`
+				}
+				rows := []row{}
+				for _, p := range procs {
+					h, err := sys.st.Head(p.PID)
+					if err != nil {
+						return usageErr("%v", err)
+					}
+					caps := p.Capabilities
+					if caps == nil {
+						caps = []string{}
+					}
+					rows = append(rows, row{p.PID, p.State, p.Projection, caps, h.Seq, p.Parent, p.Created.UTC()})
+				}
+				if asJSON {
+					return writeJSON(e.stdout, rows)
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "PID\tSTATE\tPROJECTION\tEVENTS\tCREATED\tCAPABILITIES")
+				for _, r := range rows {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.PID, r.State, r.Projection, r.Events, r.Created.Format(time.RFC3339), strings.Join(r.Capabilities, ","))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func newEventsCmd(e *env) *cobra.Command {
+	var verify, asJSON bool
+	var after uint64
+	c := &cobra.Command{
+		Use:   "events PID",
+		Short: "Print a process's event log; --verify checks its hash chain",
+		Long: `events prints the append-only event log of process PID: sequence number, time, type,
+call ID and data. --verify checks the whole hash chain (each event carries the hash of
+the previous one, and the head record the last) and exits 1 when any event was edited,
+removed, inserted or reordered, naming the first bad sequence number.`,
+		Example: `  libos events pid_0123...
+  libos events pid_0123... --verify
+  libos events pid_0123... --json --after 10`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: pidArgs(e),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pid := args[0]
+			return withSystem(cmd.Context(), e, func(sys *system) error {
+				if _, err := sys.st.Process(pid); err != nil {
+					return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
+				}
+				n, err := printEvents(e, sys.st, pid, after, asJSON)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				if !verify {
+					return nil
+				}
+				if err := sys.st.Verify(pid); err != nil {
+					var ve *store.VerifyError
+					if errors.As(err, &ve) {
+						fmt.Fprintf(e.stderr, "libos events: the event log of %s does not verify: event %d: %s\n", pid, ve.Seq, ve.Reason)
+						return failed()
+					}
+					return usageErr("verify: %v", err)
+				}
+				h, _ := sys.st.Head(pid)
+				fmt.Fprintf(e.stderr, "verified: %d events, hash chain intact, head %d %s\n", n, h.Seq, hex.EncodeToString(h.Hash))
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVar(&verify, "verify", false, "verify the hash chain; exit 1 when it is broken")
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON event per line")
+	c.Flags().Uint64Var(&after, "after", 0, "print only events after this sequence number")
+	return c
+}
+
+// printEvents prints pid's events after seq, page by page, and returns how many.
+func printEvents(e *env, st *store.Store, pid string, after uint64, asJSON bool) (int, error) {
+	n := 0
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	if !asJSON {
+		fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tCALL\tDATA")
+	}
+	for {
+		evs, err := st.Events(pid, after, store.MaxPage)
+		if err != nil {
+			return n, err
+		}
+		for _, ev := range evs {
+			n++
+			after = ev.Seq
+			if asJSON {
+				b, _ := json.Marshal(ev)
+				fmt.Fprintln(e.stdout, string(b))
+				continue
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Time.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Type, ev.CallID, ev.Data)
+		}
+		if len(evs) < store.MaxPage {
+			break
+		}
+	}
+	if !asJSON {
+		return n, tw.Flush()
+	}
+	return n, nil
+}
+
+func newCandidatesCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "candidates PID",
+		Short: "List the JIT tool candidates of a process and their validation evidence",
+		Long: `candidates lists the JIT tool candidates process PID proposed: ID, name, state
+(proposed, validated, rejected, registered) and the outcome of each validation attempt.
+--json prints the whole records, source and evidence included.`,
+		Example: `  libos candidates pid_0123...
+  libos candidates pid_0123... --json | jq '.[0].validations'`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: pidArgs(e),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pid := args[0]
+			return withSystem(cmd.Context(), e, func(sys *system) error {
+				if _, err := sys.st.Process(pid); err != nil {
+					return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
+				}
+				cands, err := sys.st.Candidates(pid)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				if asJSON {
+					if cands == nil {
+						cands = []store.Candidate{}
+					}
+					return writeJSON(e.stdout, cands)
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CANDIDATE\tNAME\tSTATE\tVALIDATIONS\tCREATED")
+				for _, c := range cands {
+					var vs []string
+					for _, v := range c.Validations {
+						if v.OK {
+							vs = append(vs, "ok")
+						} else {
+							vs = append(vs, "rejected")
+						}
+					}
+					if len(vs) == 0 {
+						vs = []string{"-"}
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, c.State, strings.Join(vs, ","), c.Created.UTC().Format(time.RFC3339))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the full candidate records as JSON")
+	return c
+}

@@ -1,0 +1,425 @@
+// Package diag runs the protocol diagnostic of the tool-protocol-diagnostics Skill
+// against a process, from the outside, the way a model would: it sends provider
+// frames through the kernel's model path (HandleFrame) and reads the evidence back
+// from the process's event log.
+//
+// It owns the sentinel, the semantic comparison of what echo returned with what was
+// sent, and the report. It must not check arguments or results itself: every decision
+// about a call (normalisation, projection, schema, limits) is the kernel's, and the
+// report only records what the kernel did.
+package diag
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/store"
+)
+
+// Sentinel is the echo round-trip object: strings (with escapes and non-ASCII),
+// numbers (2^53+1 among them, which a float64 round trip changes), booleans, null,
+// lists and nested objects, with a nested "action" key (ordinary data, unlike the
+// reserved top-level one, which the sentinel never uses).
+const Sentinel = `{"probe":"libos-echo-roundtrip","text":"caf\u00e9 \"quoted\" \\ tab\t","numbers":{"zero":0,"negative":-7,"fraction":0.125,"exponent":1.5e300,"beyond_float64":9007199254740993},"flags":{"yes":true,"no":false},"nothing":null,"list":[1,"two",[3],{"four":4},[]],"nested":{"action":"nested keys named action are data","deeper":{"empty":{}}}}`
+
+// NotTested are the layers an echo round trip says nothing about (from the Skill).
+var NotTested = []string{
+	"authorization, capabilities and approvals of real tools",
+	"provider health, endpoint credentials, retries and idempotency",
+	"application semantics and domain state of the real target tool",
+	"JIT sandbox behaviour, syscalls and output-schema enforcement (unless --jit was given)",
+	"frames that fail normalisation: no echo result exists for them",
+	"unknown or hidden tool names (projection and tool-table failures)",
+}
+
+// Options select what to diagnose beyond echo.
+type Options struct {
+	// JIT is the registered name of a JIT tool to check after echo; empty skips it.
+	JIT string
+	// JITArgs is a small valid case for the JIT tool; nil means the arguments of the
+	// first test of the candidate the tool was registered from.
+	JITArgs json.RawMessage
+	// JITInvalid is a case the JIT tool's input schema must reject; nil means JITArgs
+	// plus an undeclared key, usable only when the schema's root is closed
+	// (additionalProperties:false).
+	JITInvalid json.RawMessage
+}
+
+// Failure is a call that did not produce a result.
+type Failure struct {
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+	Details []engine.Detail `json:"details,omitempty"`
+	// Stage is where it failed: "frame" (the adapter refused it; nothing was
+	// dispatched), "before_execution" (refused before tool_called) or "execution"
+	// (the tool ran, or was about to, and the call settled as failed).
+	Stage string `json:"stage"`
+}
+
+// Call is the evidence of one model-facing call.
+type Call struct {
+	Function   string          `json:"function"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Dispatched bool            `json:"dispatched"` // a tool_called event exists for it
+	Tool       string          `json:"tool,omitempty"`
+	CallID     string          `json:"call_id,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Failure    *Failure        `json:"failure,omitempty"`
+	Events     []string        `json:"events"` // the event types the call appended, in order
+}
+
+// Check is one node of the expected-versus-observed comparison.
+type Check struct {
+	Path     string `json:"path"`
+	Expected string `json:"expected_type"`
+	Observed string `json:"observed_type"`
+	OK       bool   `json:"ok"`
+	Note     string `json:"note,omitempty"`
+	// Shorter: the observed string, array or object has less in it than was sent.
+	Shorter bool `json:"shorter,omitempty"`
+}
+
+// Limits is the size-limit status of the echo call.
+type Limits struct {
+	ArgumentBytes    int  `json:"argument_bytes"`
+	MaxArgumentBytes int  `json:"max_argument_bytes"`
+	ResultBytes      int  `json:"result_bytes"`
+	MaxResultBytes   int  `json:"max_result_bytes"`
+	Within           bool `json:"within_limits"`
+	// Truncated: a value came back shorter than it was sent. The kernel fails an
+	// oversized argument or result instead of cutting it, so this must stay false.
+	Truncated bool `json:"truncated"`
+}
+
+// Echo is the echo part of the report.
+type Echo struct {
+	Call
+	Match      bool    `json:"match"`
+	Comparison []Check `json:"comparison"`
+	Limits     Limits  `json:"limits"`
+}
+
+// JIT is the JIT part of the report.
+type JIT struct {
+	Name       string `json:"name"`
+	Projection string `json:"projection"`
+	Valid      Call   `json:"valid_case"`
+	Invalid    Call   `json:"invalid_case"`
+	// InvalidRejectedBeforeExecution: the invalid case failed with schema_invalid and
+	// never reached tool_called.
+	InvalidRejectedBeforeExecution bool `json:"invalid_rejected_before_execution"`
+	OK                             bool `json:"ok"`
+}
+
+// Report is the whole diagnostic.
+type Report struct {
+	PID        string   `json:"pid"`
+	Projection string   `json:"projection"`
+	OK         bool     `json:"ok"`
+	Echo       Echo     `json:"echo"`
+	JIT        *JIT     `json:"jit,omitempty"`
+	NotTested  []string `json:"not_tested"`
+}
+
+// Run diagnoses process pid of k, whose store is st.
+func Run(ctx context.Context, k *engine.Kernel, st *store.Store, pid string, opts Options) (*Report, error) {
+	info, err := k.Process(pid)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{PID: pid, Projection: string(info.Projection), NotTested: NotTested}
+
+	// Echo round trip.
+	call, err := send(ctx, k, st, pid, "echo", json.RawMessage(Sentinel))
+	if err != nil {
+		return nil, err
+	}
+	r.Echo.Call = call
+	r.Echo.Limits = Limits{
+		ArgumentBytes:    compactLen(Sentinel),
+		MaxArgumentBytes: info.Limits.MaxArgumentBytes,
+		ResultBytes:      len(call.Result),
+		MaxResultBytes:   info.Limits.MaxResultBytes,
+	}
+	r.Echo.Limits.Within = r.Echo.Limits.ArgumentBytes <= r.Echo.Limits.MaxArgumentBytes && r.Echo.Limits.ResultBytes <= r.Echo.Limits.MaxResultBytes
+	if call.Result != nil {
+		r.Echo.Comparison, r.Echo.Match = Compare(json.RawMessage(Sentinel), call.Result)
+		for _, c := range r.Echo.Comparison {
+			r.Echo.Limits.Truncated = r.Echo.Limits.Truncated || c.Shorter
+		}
+	}
+	r.OK = call.Dispatched && call.Failure == nil && r.Echo.Match && r.Echo.Limits.Within && !r.Echo.Limits.Truncated
+
+	if opts.JIT != "" {
+		j, err := runJIT(ctx, k, st, pid, info, opts)
+		if err != nil {
+			return nil, err
+		}
+		r.JIT = j
+		r.OK = r.OK && j.OK
+	}
+	return r, nil
+}
+
+func compactLen(s string) int {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		return len(s)
+	}
+	return b.Len()
+}
+
+func runJIT(ctx context.Context, k *engine.Kernel, st *store.Store, pid string, info engine.ProcessInfo, opts Options) (*JIT, error) {
+	j := &JIT{Name: opts.JIT, Projection: string(info.Projection)}
+	if kind, ok := info.Tools[opts.JIT]; !ok || kind != engine.KindJIT {
+		return nil, fmt.Errorf("diag: process %s has no registered JIT tool %q", pid, opts.JIT)
+	}
+	b, err := st.Binding(pid, opts.JIT)
+	if err != nil {
+		return nil, fmt.Errorf("diag: the binding of %s: %w", opts.JIT, err)
+	}
+	cand, err := st.Candidate(pid, b.CandidateID)
+	if err != nil {
+		return nil, fmt.Errorf("diag: the candidate %s of %s: %w", b.CandidateID, opts.JIT, err)
+	}
+	valid := opts.JITArgs
+	if valid == nil {
+		var tests []struct {
+			Args json.RawMessage `json:"args"`
+		}
+		if err := json.Unmarshal(cand.Tests, &tests); err != nil || len(tests) == 0 || len(tests[0].Args) == 0 {
+			return nil, fmt.Errorf("diag: %s has no test to take a valid case from: pass --jit-args", opts.JIT)
+		}
+		valid = tests[0].Args
+	}
+	invalid := opts.JITInvalid
+	if invalid == nil {
+		var root struct {
+			AdditionalProperties *bool `json:"additionalProperties"`
+		}
+		_ = json.Unmarshal(cand.InputSchema, &root)
+		if root.AdditionalProperties == nil || *root.AdditionalProperties {
+			return nil, fmt.Errorf("diag: the input schema of %s is not closed (additionalProperties:false), so no invalid case can be derived: pass --jit-invalid", opts.JIT)
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(valid, &obj); err != nil {
+			return nil, fmt.Errorf("diag: the valid case of %s is not an object: %w", opts.JIT, err)
+		}
+		obj["libos_diagnose_undeclared"] = json.RawMessage(`true`)
+		invalid, _ = json.Marshal(obj)
+	}
+	envelope := func(args json.RawMessage) (string, json.RawMessage) {
+		if info.Projection == engine.Multiplexed {
+			name, _ := json.Marshal(opts.JIT)
+			return engine.RunJITTool, json.RawMessage(`{"tool_name":` + string(name) + `,"arguments":` + string(args) + `}`)
+		}
+		return opts.JIT, args
+	}
+	fn, args := envelope(valid)
+	if j.Valid, err = send(ctx, k, st, pid, fn, args); err != nil {
+		return nil, err
+	}
+	fn, args = envelope(invalid)
+	if j.Invalid, err = send(ctx, k, st, pid, fn, args); err != nil {
+		return nil, err
+	}
+	j.InvalidRejectedBeforeExecution = !j.Invalid.Dispatched && j.Invalid.Failure != nil &&
+		j.Invalid.Failure.Code == string(engine.CodeSchemaInvalid) && j.Invalid.Failure.Stage == "before_execution"
+	j.OK = j.Valid.Dispatched && j.Valid.Failure == nil && j.InvalidRejectedBeforeExecution
+	return j, nil
+}
+
+// send makes one model-facing call and collects its evidence from the event log.
+func send(ctx context.Context, k *engine.Kernel, st *store.Store, pid, fn string, args json.RawMessage) (Call, error) {
+	c := Call{Function: fn, Arguments: args, Events: []string{}}
+	head, err := st.Head(pid)
+	if err != nil {
+		return c, err
+	}
+	name, _ := json.Marshal(fn)
+	frame := []byte(`{"name":` + string(name) + `,"arguments":` + string(args) + `}`)
+	res, callErr := k.HandleFrame(ctx, pid, frame)
+	evs, err := st.Events(pid, head.Seq, store.MaxPage)
+	if err != nil {
+		return c, err
+	}
+	var dispatched bool
+	for _, ev := range evs {
+		c.Events = append(c.Events, ev.Type)
+		if ev.Type == store.EventToolCalled {
+			var d struct {
+				Tool string `json:"tool"`
+			}
+			_ = json.Unmarshal(ev.Data, &d)
+			c.CallID, c.Tool = ev.CallID, d.Tool
+			dispatched = true
+		}
+	}
+	c.Dispatched = dispatched
+	if callErr != nil {
+		f := &Failure{Code: engine.CodeOf(callErr), Message: callErr.Error()}
+		var e *engine.Error
+		if errors.As(callErr, &e) {
+			f.Message, f.Details = e.Message, e.Details
+		}
+		switch {
+		case slicesContains(c.Events, engine.EventProtocolRejected):
+			f.Stage = "frame"
+		case dispatched:
+			f.Stage = "execution"
+		default:
+			f.Stage = "before_execution"
+		}
+		c.Failure = f
+		return c, nil
+	}
+	c.Result, c.CallID, c.Tool = res.Structured, res.CallID, res.Tool
+	return c, nil
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Compare compares two JSON values semantically: types and nesting, object members
+// regardless of order, numbers by exact value (1.0 equals 1, 2^53+1 differs from
+// 2^53), strings by their decoded text. It returns one check per node, in a stable
+// order, and whether every node matched.
+func Compare(expected, observed json.RawMessage) ([]Check, bool) {
+	ev, err1 := decode(expected)
+	ov, err2 := decode(observed)
+	if err1 != nil || err2 != nil {
+		return []Check{{Path: "/", Expected: kindOf(ev), Observed: kindOf(ov), Note: "not JSON"}}, false
+	}
+	var out []Check
+	compare("", ev, ov, &out)
+	ok := true
+	for _, c := range out {
+		ok = ok && c.OK
+	}
+	return out, ok
+}
+
+func decode(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case json.Number:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "invalid"
+}
+
+func compare(path string, e, o any, out *[]Check) {
+	p := path
+	if p == "" {
+		p = "/"
+	}
+	c := Check{Path: p, Expected: kindOf(e), Observed: kindOf(o)}
+	if c.Expected != c.Observed {
+		c.Note = "type differs"
+		*out = append(*out, c)
+		return
+	}
+	switch ev := e.(type) {
+	case map[string]any:
+		ov := o.(map[string]any)
+		keys := map[string]bool{}
+		for k := range ev {
+			keys[k] = true
+		}
+		for k := range ov {
+			keys[k] = true
+		}
+		c.OK = len(ev) == len(ov)
+		if !c.OK {
+			c.Note = fmt.Sprintf("%d members sent, %d returned", len(ev), len(ov))
+			c.Shorter = len(ov) < len(ev)
+		}
+		*out = append(*out, c)
+		names := make([]string, 0, len(keys))
+		for k := range keys {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			sub := path + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			ex, inE := ev[k]
+			ob, inO := ov[k]
+			switch {
+			case !inO:
+				*out = append(*out, Check{Path: sub, Expected: kindOf(ex), Observed: "missing", Note: "member lost"})
+			case !inE:
+				*out = append(*out, Check{Path: sub, Expected: "missing", Observed: kindOf(ob), Note: "member added"})
+			default:
+				compare(sub, ex, ob, out)
+			}
+		}
+	case []any:
+		ov := o.([]any)
+		c.OK = len(ev) == len(ov)
+		if !c.OK {
+			c.Note = fmt.Sprintf("%d elements sent, %d returned", len(ev), len(ov))
+			c.Shorter = len(ov) < len(ev)
+		}
+		*out = append(*out, c)
+		for i := 0; i < len(ev) && i < len(ov); i++ {
+			compare(fmt.Sprintf("%s/%d", path, i), ev[i], ov[i], out)
+		}
+	case json.Number:
+		on := o.(json.Number)
+		a, okA := new(big.Rat).SetString(string(ev))
+		b, okB := new(big.Rat).SetString(string(on))
+		c.OK = okA && okB && a.Cmp(b) == 0
+		if !c.OK {
+			c.Note = fmt.Sprintf("sent %s, returned %s", ev, on)
+		}
+		*out = append(*out, c)
+	case string:
+		c.OK = ev == o.(string)
+		if !c.OK {
+			c.Note = fmt.Sprintf("sent %q, returned %q", ev, o)
+			c.Shorter = len(o.(string)) < len(ev)
+		}
+		*out = append(*out, c)
+	case bool:
+		c.OK = ev == o.(bool)
+		if !c.OK {
+			c.Note = fmt.Sprintf("sent %v, returned %v", ev, o)
+		}
+		*out = append(*out, c)
+	case nil:
+		c.OK = true
+		*out = append(*out, c)
+	}
+}

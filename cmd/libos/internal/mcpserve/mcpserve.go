@@ -1,0 +1,242 @@
+// Package mcpserve serves one libOS process over the Model Context Protocol with the
+// official Go SDK.
+//
+// It owns only the translation between MCP and the kernel: tools/list is the
+// process's projection as the engine renders it for MCP, tools/call hands the call to
+// the engine's adapter and pipeline as a frame, and results and errors are mapped to
+// MCP's shapes. It must not check, validate or reshape arguments: the adapter sees
+// every call, including names the SDK would not know (hidden JIT names, names with
+// surrounding white space, a missing name with a legacy action).
+//
+// Data flow: the SDK decodes the JSON-RPC envelope; a receiving middleware takes every
+// tools/call before the SDK's own lookup and builds the frame {"name", "arguments"}
+// from the name and the raw, undecoded arguments bytes. The SDK's tool registry is a
+// mirror of the projection, refreshed when the kernel reports a change, so the SDK
+// answers tools/list from it and sends notifications/tools/list_changed.
+package mcpserve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentlibos/libos/engine"
+)
+
+// Server is one process served over MCP. Create it with New and close it with Close.
+type Server struct {
+	k   *engine.Kernel
+	pid string
+	log *slog.Logger
+	srv *mcp.Server
+
+	mu       sync.Mutex
+	mirrored map[string]string // tool name → its rendered MCP definition
+	unsub    func()
+}
+
+// Options configure New.
+type Options struct {
+	// Name and Version identify the server to clients.
+	Name, Version string
+	// Instructions are sent to clients at initialisation.
+	Instructions string
+	// Logger receives the SDK's and the bridge's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// New serves process pid of k. The tool list is read from the kernel now and again on
+// every change the kernel reports.
+func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{k: k, pid: pid, log: log, mirrored: map[string]string{}}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+		Instructions: opts.Instructions,
+		Logger:       log,
+		// The tools capability is stated even while the projection is empty, with
+		// list_changed: registering a JIT tool changes the list.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	s.srv.AddReceivingMiddleware(s.intercept)
+	if err := s.sync(); err != nil {
+		return nil, err
+	}
+	s.unsub = k.OnToolsChanged(func(changed string) {
+		if changed != pid {
+			return
+		}
+		if err := s.sync(); err != nil {
+			s.log.Error("mcp: could not refresh the tool list", "pid", pid, "err", err)
+		}
+	})
+	return s, nil
+}
+
+// MCP is the SDK server, to Run on a transport or to hand to an HTTP handler.
+func (s *Server) MCP() *mcp.Server { return s.srv }
+
+// Close stops following the kernel's tool changes. It does not close sessions.
+func (s *Server) Close() {
+	if s.unsub != nil {
+		s.unsub()
+	}
+}
+
+// sync makes the SDK's registry equal to the projection: tools added or changed are
+// (re)added, tools gone are removed. The SDK sends list_changed for each change,
+// debounced.
+func (s *Server) sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defs, err := s.k.Tools(s.pid)
+	if err != nil {
+		return err
+	}
+	rendered, err := engine.RenderTools(defs, engine.ProviderMCP)
+	if err != nil {
+		return err
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(rendered, &items); err != nil {
+		return fmt.Errorf("mcp: decode the rendered tool list: %w", err)
+	}
+	if len(items) != len(defs) {
+		return fmt.Errorf("mcp: the rendered tool list has %d entries for %d tools", len(items), len(defs))
+	}
+	seen := map[string]bool{}
+	for i, raw := range items {
+		d := defs[i]
+		seen[d.Name] = true
+		if s.mirrored[d.Name] == string(raw) {
+			continue
+		}
+		var t mcp.Tool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return fmt.Errorf("mcp: decode the rendering of %s: %w", d.Name, err)
+		}
+		// The schemas go out as the engine's canonical text, byte for byte: decoding
+		// them into Go values would round numbers through float64.
+		t.InputSchema = d.InputSchema
+		t.OutputSchema = nil
+		if len(d.OutputSchema) > 0 {
+			t.OutputSchema = d.OutputSchema
+		}
+		s.srv.AddTool(&t, s.handler)
+		s.mirrored[d.Name] = string(raw)
+	}
+	var gone []string
+	for name := range s.mirrored {
+		if !seen[name] {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		sort.Strings(gone)
+		s.srv.RemoveTools(gone...)
+		for _, n := range gone {
+			delete(s.mirrored, n)
+		}
+	}
+	return nil
+}
+
+// intercept takes every tools/call before the SDK's name lookup, so the engine's
+// adapter and projection decide about every name.
+func (s *Server) intercept(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
+			return s.handler(ctx, r)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// handler runs one tools/call through the kernel.
+func (s *Server) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if req.Params == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
+	}
+	frame, err := Frame(req.Params.Name, req.Params.Arguments)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	res, err := s.k.HandleFrame(ctx, s.pid, frame)
+	if err != nil {
+		return s.failure(req.Params.Name, err)
+	}
+	return Success(res), nil
+}
+
+// Frame is the provider frame of a tools/call: the name as sent and the arguments
+// bytes exactly as they arrived (absent arguments stay absent).
+func Frame(name string, args json.RawMessage) ([]byte, error) {
+	n, err := json.Marshal(name)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: tool name: %w", err)
+	}
+	if len(args) == 0 {
+		return []byte(`{"name":` + string(n) + `}`), nil
+	}
+	return []byte(`{"name":` + string(n) + `,"arguments":` + string(args) + `}`), nil
+}
+
+// Success maps a normalised result to MCP: the canonical JSON as text content, and as
+// structuredContent when it is an object (MCP requires an object there).
+func Success(res *engine.Result) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}}
+	if len(res.Structured) > 0 && res.Structured[0] == '{' {
+		out.StructuredContent = res.Structured
+	}
+	return out
+}
+
+// ToolError is the structuredContent of an isError result.
+type ToolError struct {
+	Error struct {
+		Code    string          `json:"code"`
+		Message string          `json:"message"`
+		Tool    string          `json:"tool,omitempty"`
+		Details []engine.Detail `json:"details,omitempty"`
+	} `json:"error"`
+}
+
+// failure maps an engine error: a protocol-frame failure is a JSON-RPC error (nothing
+// was dispatched), a failure of the server itself (storage, a closed kernel, a lost
+// process) is a JSON-RPC internal error, and every other failure is a tool result with
+// isError and the typed code, which the model can read and act on.
+func (s *Server) failure(name string, err error) (*mcp.CallToolResult, error) {
+	code := engine.CodeOf(err)
+	msg := err.Error()
+	var te ToolError
+	var e *engine.Error
+	if errors.As(err, &e) {
+		msg = e.Message
+		te.Error.Tool = e.Tool
+		te.Error.Details = e.Details
+	}
+	te.Error.Code, te.Error.Message = code, msg
+	data, _ := json.Marshal(te.Error)
+	switch engine.Code(code) {
+	case engine.CodeProtocolFrame:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: code + ": " + msg, Data: data}
+	case engine.CodeStorage, engine.CodeClosed, engine.CodeUnknownProcess:
+		s.log.Error("mcp: tool call failed in the server", "pid", s.pid, "tool", name, "code", code, "err", err)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: code + ": " + msg, Data: data}
+	}
+	structured, _ := json.Marshal(te)
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}},
+		StructuredContent: json.RawMessage(structured),
+	}, nil
+}
