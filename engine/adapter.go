@@ -188,7 +188,7 @@ func normalizeCall(obj *jsonx.Value, argsKey string, lim adapterLimits) (normali
 		case jsonx.String:
 			if v.S != "" {
 				n.argBytes = len(v.S)
-				dec, err := jsonx.Decode([]byte(v.S), lim.maxDepth)
+				dec, err := jsonx.DecodeString(v.S, lim.maxDepth)
 				if err != nil {
 					return n, decodeErr(argsKey+" string", err)
 				}
@@ -213,8 +213,9 @@ func normalizeCall(obj *jsonx.Value, argsKey string, lim adapterLimits) (normali
 	// the legacy fallback only when the name is missing or empty.
 	var action *jsonx.Value
 	if a, ok := args.Get(actionKey); ok {
-		action = a
-		args, _ = args.Without(actionKey)
+		saved := *a
+		action = &saved
+		args.Remove(actionKey) // the decoded frame is ours: remove in place
 		n.dropped = true
 	}
 	if n.name == "" {

@@ -555,6 +555,10 @@ func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(
 // tool_not_allowed before it reaches tool_called. The change is recorded as a
 // tools_changed event.
 func (k *Kernel) SetToolGate(ctx context.Context, pid string, allowed []string) error {
+	if err := k.enter(); err != nil {
+		return err
+	}
+	defer k.calls.Done()
 	p, err := k.process(pid)
 	if err != nil {
 		return err

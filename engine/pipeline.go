@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentlibos/libos/engine/internal/jsonx"
@@ -126,7 +127,7 @@ func (h *HostTools) call(ctx context.Context, pid, name string, args json.RawMes
 	if err != nil {
 		return nil, k.rejectFrame(ctx, p, viaHost, args, err)
 	}
-	v, _ = v.Without(actionKey)
+	v.Remove(actionKey)
 	return k.dispatch(ctx, p, request{name: name, args: v, argBytes: len(args), via: viaHost, depth: depth})
 }
 
@@ -246,7 +247,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	// Budget and tool_called, in one durable batch.
 	call := &Call{
 		PID: p.pid, CallID: newID("call_"), Tool: e.Name, Kind: e.Kind, Action: req.name,
-		Args: args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.cfg.Capabilities,
+		Args: args.Compact(), Via: req.via, Depth: req.depth, Capabilities: slices.Clone(p.cfg.Capabilities),
 	}
 	called := map[string]any{"call_id": call.CallID, "tool": e.Name, "kind": e.Kind, "action": req.name, "via": req.via, "args": call.Args, "arg_bytes": req.argBytes}
 	if e.ID != "" {

@@ -2,6 +2,8 @@ package jsonx
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -33,10 +35,37 @@ const DefaultMaxDepth = 64
 // Decode decodes exactly one JSON value from data. maxDepth bounds the nesting of
 // arrays and objects (the outermost container is depth 1); 0 means DefaultMaxDepth.
 func Decode(data []byte, maxDepth int) (Value, error) {
+	// One copy of the input; every unescaped string and number is a substring of it.
+	return DecodeString(string(data), maxDepth)
+}
+
+// DecodeString is Decode for input held in a string; decoded strings and numbers
+// share its memory.
+func DecodeString(data string, maxDepth int) (Value, error) {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
-	d := decoder{data: data, maxDepth: maxDepth}
+	d := decoders.Get().(*decoder)
+	d.data, d.pos, d.maxDepth = data, 0, maxDepth
+	v, err := d.run()
+	// Scratch stacks go back empty and cleared, so the pool retains no input. A
+	// successful decode has cleared them already, container by container.
+	if err != nil {
+		clear(d.members[:cap(d.members)])
+		clear(d.elems[:cap(d.elems)])
+	}
+	d.members, d.elems, d.data = d.members[:0], d.elems[:0], ""
+	if cap(d.buf) <= 64<<10 && cap(d.members) <= 1024 && cap(d.elems) <= 1024 {
+		decoders.Put(d)
+	}
+	return v, err
+}
+
+var decoders = sync.Pool{New: func() any {
+	return &decoder{members: make([]Member, 0, 32), elems: make([]Value, 0, 32), buf: make([]byte, 0, 256)}
+}}
+
+func (d *decoder) run() (Value, error) {
 	d.skipSpace()
 	v, err := d.value(0)
 	if err != nil {
@@ -50,10 +79,15 @@ func Decode(data []byte, maxDepth int) (Value, error) {
 }
 
 type decoder struct {
-	data     []byte
+	data     string
 	pos      int
 	maxDepth int
 	buf      []byte
+	// members and elems are scratch stacks shared by all nesting levels: a container
+	// is collected on top of the stack and copied out once, exactly sized, when it
+	// closes.
+	members []Member
+	elems   []Value
 }
 
 func (d *decoder) fail(p Problem, format string, args ...any) *Error {
@@ -104,7 +138,7 @@ func quoteByte(c byte) string {
 }
 
 func (d *decoder) literal(lit string) error {
-	if len(d.data)-d.pos < len(lit) || string(d.data[d.pos:d.pos+len(lit)]) != lit {
+	if len(d.data)-d.pos < len(lit) || d.data[d.pos:d.pos+len(lit)] != lit {
 		return d.fail(Malformed, "invalid literal, expected %q", lit)
 	}
 	d.pos += len(lit)
@@ -116,13 +150,12 @@ func (d *decoder) object(depth int) (Value, error) {
 		return Value{}, d.fail(TooDeep, "nesting deeper than %d levels", d.maxDepth)
 	}
 	d.pos++ // '{'
-	v := Value{Kind: Object}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
-		v.O = []Member{}
-		return v, nil
+		return Value{Kind: Object, O: []Member{}}, nil
 	}
+	base := len(d.members)
 	var seen map[string]struct{}
 	for {
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
@@ -137,17 +170,18 @@ func (d *decoder) object(depth int) (Value, error) {
 			return Value{}, err
 		}
 		// Duplicate detection on the decoded key: "a" and "\u0061" are the same key.
-		if len(v.O) < 16 {
-			for i := range v.O {
-				if v.O[i].Key == key {
+		cur := d.members[base:]
+		if len(cur) < 16 {
+			for i := range cur {
+				if cur[i].Key == key {
 					return Value{}, &Error{Problem: DuplicateKey, Offset: keyAt, Reason: fmt.Sprintf("duplicate key %q", key)}
 				}
 			}
 		} else {
 			if seen == nil {
-				seen = make(map[string]struct{}, 2*len(v.O))
-				for i := range v.O {
-					seen[v.O[i].Key] = struct{}{}
+				seen = make(map[string]struct{}, 2*len(cur))
+				for i := range cur {
+					seen[cur[i].Key] = struct{}{}
 				}
 			}
 			if _, dup := seen[key]; dup {
@@ -165,7 +199,7 @@ func (d *decoder) object(depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		v.O = append(v.O, Member{Key: key, Val: val})
+		d.members = append(d.members, Member{Key: key, Val: val})
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return Value{}, d.fail(Malformed, "unexpected end of JSON input in object")
@@ -176,7 +210,10 @@ func (d *decoder) object(depth int) (Value, error) {
 			d.skipSpace()
 		case '}':
 			d.pos++
-			return v, nil
+			o := slices.Clone(d.members[base:])
+			clear(d.members[base:])
+			d.members = d.members[:base]
+			return Value{Kind: Object, O: o}, nil
 		default:
 			return Value{}, d.fail(Malformed, "invalid character %s after object member", quoteByte(d.data[d.pos]))
 		}
@@ -188,18 +225,18 @@ func (d *decoder) array(depth int) (Value, error) {
 		return Value{}, d.fail(TooDeep, "nesting deeper than %d levels", d.maxDepth)
 	}
 	d.pos++ // '['
-	v := Value{Kind: Array, A: []Value{}}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == ']' {
 		d.pos++
-		return v, nil
+		return Value{Kind: Array, A: []Value{}}, nil
 	}
+	base := len(d.elems)
 	for {
 		val, err := d.value(depth)
 		if err != nil {
 			return Value{}, err
 		}
-		v.A = append(v.A, val)
+		d.elems = append(d.elems, val)
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return Value{}, d.fail(Malformed, "unexpected end of JSON input in array")
@@ -210,7 +247,10 @@ func (d *decoder) array(depth int) (Value, error) {
 			d.skipSpace()
 		case ']':
 			d.pos++
-			return v, nil
+			a := slices.Clone(d.elems[base:])
+			clear(d.elems[base:])
+			d.elems = d.elems[:base]
+			return Value{Kind: Array, A: a}, nil
 		default:
 			return Value{}, d.fail(Malformed, "invalid character %s after array element", quoteByte(d.data[d.pos]))
 		}
@@ -261,7 +301,7 @@ func (d *decoder) number() (Value, error) {
 		}
 	}
 	d.pos = i
-	return Value{Kind: Number, S: string(data[start:i])}, nil
+	return Value{Kind: Number, S: data[start:i]}, nil
 }
 
 // str decodes a string starting at the opening quote.
@@ -275,7 +315,7 @@ func (d *decoder) str() (string, error) {
 		c := data[i]
 		if c == '"' {
 			d.pos = i + 1
-			return string(data[start:i]), nil
+			return data[start:i], nil
 		}
 		if c == '\\' || c < 0x20 || c >= 0x80 {
 			break
@@ -301,7 +341,7 @@ func (d *decoder) str() (string, error) {
 			buf = append(buf, c)
 			i++
 		case c >= 0x80:
-			r, size := utf8.DecodeRune(data[i:])
+			r, size := utf8.DecodeRuneInString(data[i:])
 			if r == utf8.RuneError && size <= 1 {
 				d.pos = i
 				return "", d.fail(InvalidUTF8, "invalid UTF-8 in string")
@@ -358,12 +398,12 @@ func (d *decoder) str() (string, error) {
 	}
 }
 
-func hex4(data []byte, at int) (rune, bool) {
+func hex4(data string, at int) (rune, bool) {
 	if at+4 > len(data) {
 		return 0, false
 	}
 	var r rune
-	for _, c := range data[at : at+4] {
+	for _, c := range []byte(data[at : at+4]) {
 		switch {
 		case c >= '0' && c <= '9':
 			r = r<<4 | rune(c-'0')

@@ -56,18 +56,16 @@ func (v *Value) Get(key string) (*Value, bool) {
 	return nil, false
 }
 
-// Without returns a copy of an object without the member named key, and whether it
-// was present. The members are shared, not copied.
-func (v Value) Without(key string) (Value, bool) {
+// Remove deletes the member named key from an object in place and reports whether
+// it was present. The value must not share its members with another value.
+func (v *Value) Remove(key string) bool {
 	for i := range v.O {
 		if v.O[i].Key == key {
-			o := make([]Member, 0, len(v.O)-1)
-			o = append(o, v.O[:i]...)
-			o = append(o, v.O[i+1:]...)
-			return Value{Kind: Object, O: o}, true
+			v.O = append(v.O[:i], v.O[i+1:]...)
+			return true
 		}
 	}
-	return v, false
+	return false
 }
 
 // Compact returns the value as compact JSON, members in wire order.
