@@ -3,8 +3,8 @@ package jsonx
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
