@@ -1,0 +1,332 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/jsbundle"
+	"github.com/agentlibos/libos/syscalls"
+	"github.com/agentlibos/libos/tools/internal/jsonv"
+)
+
+// Candidate is a proposed JIT tool as the model wrote it: the arguments of
+// propose_jit_tool, and the file format `libos validate` reads.
+type Candidate struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	SourceCode   string          `json:"source_code"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	// Tests is a JSON array of {args, expected, syscalls}.
+	Tests json.RawMessage `json:"tests"`
+}
+
+// Limits bound a proposal. A zero field means its default.
+type Limits struct {
+	// MaxDescriptionBytes bounds the description. Default 4 KiB.
+	MaxDescriptionBytes int
+	// MaxSourceBytes bounds the TypeScript source. Default 64 KiB (jsbundle's bound).
+	MaxSourceBytes int
+	// MaxSchemaBytes bounds each schema, as compact JSON. Default 16 KiB.
+	MaxSchemaBytes int
+	// MaxTests bounds the number of tests. Default 32.
+	MaxTests int
+	// MaxTestBytes bounds each test, as compact JSON. Default 16 KiB.
+	MaxTestBytes int
+	// MaxTapeEntries bounds the syscall tape of each test. Default 64.
+	MaxTapeEntries int
+	// MaxDepth bounds the nesting of schemas and test values. Default 32.
+	MaxDepth int
+}
+
+// Default proposal limits. The kernel's argument limit (engine.Limits.MaxArgumentBytes,
+// 64 KiB by default) bounds the whole proposal first.
+const (
+	DefaultMaxDescriptionBytes = 4 << 10
+	DefaultMaxSourceBytes      = jsbundle.DefaultMaxSourceBytes
+	DefaultMaxSchemaBytes      = 16 << 10
+	DefaultMaxTests            = 32
+	DefaultMaxTestBytes        = 16 << 10
+	DefaultMaxTapeEntries      = 64
+	DefaultMaxDepth            = 32
+)
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxDescriptionBytes, DefaultMaxDescriptionBytes)
+	def(&l.MaxSourceBytes, DefaultMaxSourceBytes)
+	def(&l.MaxSchemaBytes, DefaultMaxSchemaBytes)
+	def(&l.MaxTests, DefaultMaxTests)
+	def(&l.MaxTestBytes, DefaultMaxTestBytes)
+	def(&l.MaxTapeEntries, DefaultMaxTapeEntries)
+	def(&l.MaxDepth, DefaultMaxDepth)
+	return l
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// candidateFields are the exact top-level fields of a proposal. There is no
+// capability-request field: registration grants nothing.
+var candidateFields = []string{"name", "description", "source_code", "input_schema", "output_schema", "tests"}
+
+// ParseCandidate decodes a proposal exactly: one JSON object with exactly the six
+// fields, no duplicate or case-variant keys, valid UTF-8. It does not check the
+// contents; CheckProposal does.
+func ParseCandidate(data []byte) (Candidate, error) {
+	v, err := jsonv.Decode(data, 0)
+	if err != nil {
+		return Candidate{}, errorf(CodeInvalidRequest, "the proposal is not exact JSON: %v", err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return Candidate{}, errorf(CodeInvalidRequest, "the proposal must be a JSON object, got %s", jsonv.Kind(v))
+	}
+	if err := exactFields(obj, candidateFields, candidateFields); err != nil {
+		return Candidate{}, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil { // keys are unique and exact, checked above
+		return Candidate{}, errorf(CodeInvalidRequest, "the proposal: %v", err)
+	}
+	var c Candidate
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"name", &c.Name}, {"description", &c.Description}, {"source_code", &c.SourceCode}} {
+		s, ok := obj[f.key].(string)
+		if !ok {
+			return Candidate{}, errorf(CodeInvalidRequest, "%q must be a string, got %s", f.key, jsonv.Kind(obj[f.key]))
+		}
+		*f.dst = s
+	}
+	c.InputSchema = compact(raw["input_schema"])
+	c.OutputSchema = compact(raw["output_schema"])
+	c.Tests = compact(raw["tests"])
+	return c, nil
+}
+
+// exactFields refuses unknown keys (naming a case variant of a known one) and
+// missing required keys.
+func exactFields(obj map[string]any, known, required []string) error {
+	var unknown []string
+	for k := range obj {
+		found := false
+		for _, f := range known {
+			if k == f {
+				found = true
+				break
+			}
+		}
+		if !found {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		k := unknown[0]
+		for _, f := range known {
+			if strings.EqualFold(k, f) {
+				return errorf(CodeInvalidRequest, "unknown field %q (keys are case-sensitive: the field is %q)", k, f)
+			}
+		}
+		return errorf(CodeInvalidRequest, "unknown field %q: the fields are %s", k, strings.Join(known, ", "))
+	}
+	for _, f := range required {
+		if _, ok := obj[f]; !ok {
+			return errorf(CodeInvalidRequest, "missing field %q", f)
+		}
+	}
+	return nil
+}
+
+func compact(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return append(json.RawMessage(nil), b...)
+	}
+	return buf.Bytes()
+}
+
+// proposal is a candidate after CheckProposal: schemas compiled, tests decoded.
+type proposal struct {
+	in, out       *jsonschema.Schema
+	inDoc, outDoc any
+	tests         []testCase
+}
+
+type testCase struct {
+	args     json.RawMessage // compact JSON object
+	argsV    any
+	expected any
+	tape     []syscalls.TapeEntry
+}
+
+// CheckProposal runs the checks propose_jit_tool makes before it persists anything:
+// the name (^[A-Za-z0-9_-]{1,64}$, never run_jit_tool), the sizes of description,
+// source, schemas, tests and tapes (lim, zero fields default), that both schemas are
+// exact JSON and compile as JSON Schema 2020-12 without loading any $ref from
+// elsewhere (the input schema's root must declare "type":"object": tool arguments are
+// always objects), and that every test is {args, expected, syscalls} with tape
+// entries of the documented form. It does not compile or run the source, and it does
+// not know the process: collisions with process tools are the caller's check.
+// Failures are *Error values with codes invalid_name, reserved_name, limit_exceeded,
+// invalid_schema, invalid_test or invalid_request.
+func CheckProposal(c Candidate, lim Limits) error {
+	_, err := checkProposal(c, lim.withDefaults())
+	return err
+}
+
+func checkProposal(c Candidate, lim Limits) (*proposal, *Error) {
+	switch {
+	case c.Name == engine.RunJITTool:
+		return nil, errorf(CodeReservedName, "%s is reserved for the multiplexed projection and is never a tool name", engine.RunJITTool)
+	case !nameRE.MatchString(c.Name):
+		return nil, errorf(CodeInvalidName, "name %q must match %s", jsonv.Clip(c.Name, 80), nameRE)
+	case strings.TrimSpace(c.Description) == "":
+		return nil, errorf(CodeInvalidRequest, "description must say what the tool does")
+	case !utf8.ValidString(c.Description) || !utf8.ValidString(c.SourceCode):
+		return nil, errorf(CodeInvalidRequest, "description and source_code must be valid UTF-8")
+	case len(c.Description) > lim.MaxDescriptionBytes:
+		return nil, errorf(CodeLimitExceeded, "description is %d bytes; the limit is %d", len(c.Description), lim.MaxDescriptionBytes)
+	case len(c.SourceCode) > lim.MaxSourceBytes:
+		return nil, errorf(CodeLimitExceeded, "source_code is %d bytes; the limit is %d", len(c.SourceCode), lim.MaxSourceBytes)
+	}
+	p := &proposal{}
+	var err *Error
+	if p.in, p.inDoc, err = compileSchema("input_schema", c.InputSchema, lim); err != nil {
+		return nil, err
+	}
+	if tp, _ := p.inDoc.(map[string]any)["type"].(string); tp != "object" {
+		return nil, errorf(CodeInvalidSchema, `input_schema: the root must declare "type":"object" (tool arguments are always a JSON object)`)
+	}
+	if p.out, p.outDoc, err = compileSchema("output_schema", c.OutputSchema, lim); err != nil {
+		return nil, err
+	}
+	if p.tests, err = parseTests(c.Tests, lim); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// noLoader refuses every URL: a candidate's schema never makes the runtime fetch a
+// remote (or local file) $ref. The JSON Schema meta-schemas are built in.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("$ref %s is not loaded: a schema must be self-contained", url)
+}
+
+const draft2020 = "https://json-schema.org/draft/2020-12/schema"
+
+func compileSchema(which string, raw json.RawMessage, lim Limits) (*jsonschema.Schema, any, *Error) {
+	if len(raw) == 0 {
+		return nil, nil, errorf(CodeInvalidSchema, "%s is missing", which)
+	}
+	if len(raw) > lim.MaxSchemaBytes {
+		return nil, nil, errorf(CodeLimitExceeded, "%s is %d bytes; the limit is %d", which, len(raw), lim.MaxSchemaBytes)
+	}
+	doc, err := jsonv.Decode(raw, lim.MaxDepth)
+	if err != nil {
+		return nil, nil, errorf(CodeInvalidSchema, "%s is not exact JSON: %v", which, err)
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, nil, errorf(CodeInvalidSchema, "%s must be a JSON object, got %s", which, jsonv.Kind(doc))
+	}
+	if s, ok := obj["$schema"]; ok && s != draft2020 && s != draft2020+"#" {
+		return nil, nil, errorf(CodeInvalidSchema, "%s: $schema %s is not JSON Schema 2020-12 (%s)", which, jsonv.Short(s, 120), draft2020)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	loc := "urn:libos:candidate:" + which
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, nil, errorf(CodeInvalidSchema, "%s: %s", which, jsonv.Clip(err.Error(), 512))
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return nil, nil, errorf(CodeInvalidSchema, "%s does not compile as JSON Schema 2020-12: %s", which, jsonv.Clip(err.Error(), 512))
+	}
+	return s, doc, nil
+}
+
+var testFields = []string{"args", "expected", "syscalls"}
+
+func parseTests(raw json.RawMessage, lim Limits) ([]testCase, *Error) {
+	if len(raw) == 0 {
+		return nil, errorf(CodeInvalidTest, "tests is missing (use [] for none)")
+	}
+	var items []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, errorf(CodeInvalidTest, "tests must be a JSON array of {args, expected, syscalls}")
+	}
+	if len(items) > lim.MaxTests {
+		return nil, errorf(CodeLimitExceeded, "%d tests; the limit is %d", len(items), lim.MaxTests)
+	}
+	out := make([]testCase, len(items))
+	for i, item := range items {
+		if len(item) > lim.MaxTestBytes {
+			return nil, errorf(CodeLimitExceeded, "test %d is %d bytes; the limit is %d", i, len(item), lim.MaxTestBytes)
+		}
+		tc, err := parseTest(item, lim)
+		if err != nil {
+			err.Message = fmt.Sprintf("test %d: %s", i, err.Message)
+			return nil, err
+		}
+		out[i] = tc
+	}
+	return out, nil
+}
+
+func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
+	v, err := jsonv.Decode(item, lim.MaxDepth)
+	if err != nil {
+		return testCase{}, errorf(CodeInvalidTest, "not exact JSON: %v", err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return testCase{}, errorf(CodeInvalidTest, "a test is a JSON object {args, expected, syscalls}, got %s", jsonv.Kind(v))
+	}
+	if e := exactFields(obj, testFields, testFields); e != nil {
+		var te *Error
+		errors.As(e, &te)
+		te.Code = CodeInvalidTest
+		return testCase{}, te
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(item, &raw); err != nil {
+		return testCase{}, errorf(CodeInvalidTest, "%v", err)
+	}
+	if _, ok := obj["args"].(map[string]any); !ok {
+		return testCase{}, errorf(CodeInvalidTest, `"args" must be a JSON object (tool arguments are always an object), got %s`, jsonv.Kind(obj["args"]))
+	}
+	tc := testCase{args: compact(raw["args"]), argsV: obj["args"], expected: obj["expected"]}
+	if _, ok := obj["syscalls"].([]any); !ok {
+		return testCase{}, errorf(CodeInvalidTest, `"syscalls" must be an array of tape entries, got %s`, jsonv.Kind(obj["syscalls"]))
+	}
+	tape, err := syscalls.ParseTape(raw["syscalls"])
+	if err != nil {
+		return testCase{}, errorf(CodeInvalidTest, "syscalls: %s", strings.TrimPrefix(err.Error(), "syscalls: "))
+	}
+	if len(tape) > lim.MaxTapeEntries {
+		return testCase{}, errorf(CodeLimitExceeded, "the tape has %d entries; the limit is %d", len(tape), lim.MaxTapeEntries)
+	}
+	tc.tape = tape
+	return tc, nil
+}

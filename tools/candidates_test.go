@@ -1,0 +1,114 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/agentlibos/libos/tools"
+)
+
+const candidatesDir = "../testdata/candidates"
+
+type verdict struct {
+	OK   bool    `json:"ok"`
+	Code *string `json:"code"`
+	Rule string  `json:"rule"`
+}
+
+func loadVerdicts(t testing.TB) map[string]verdict {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(candidatesDir, "verdicts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs map[string]verdict
+	if err := json.Unmarshal(b, &vs); err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}
+
+func loadCandidate(t testing.TB, file string) tools.Candidate {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(candidatesDir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tools.ParseCandidate(b)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return c
+}
+
+// TestCandidates runs every candidate of testdata/candidates through the validator
+// (the same function validate_jit_tool and `libos validate` use) and checks its
+// verdict: ok, and for a rejected candidate the code of its first error. Each case is
+// named by its file and cites the rule it checks.
+func TestCandidates(t *testing.T) {
+	vs := loadVerdicts(t)
+	files, _ := filepath.Glob(filepath.Join(candidatesDir, "*.json"))
+	var names []string
+	for _, f := range files {
+		if b := filepath.Base(f); b != "verdicts.json" {
+			names = append(names, b)
+			if _, ok := vs[b]; !ok {
+				t.Errorf("%s has no verdict in verdicts.json", b)
+			}
+		}
+	}
+	sort.Strings(names)
+	if len(vs) < 30 {
+		t.Fatalf("the table has %d candidates; it must have at least 30", len(vs))
+	}
+	v := tools.NewValidator(sandbox(t), tools.ValidatorConfig{
+		Clock: func() time.Time { return time.Unix(0, 0) },
+	})
+	for _, name := range names {
+		want := vs[name]
+		t.Run(name, func(t *testing.T) {
+			t.Log("rule:", want.Rule)
+			c := loadCandidate(t, name)
+			r := v.Validate(context.Background(), c)
+			if r.OK != want.OK {
+				t.Fatalf("ok = %v, want %v (rule: %s)\nreport: %s", r.OK, want.OK, want.Rule, mustJSON(r))
+			}
+			if want.OK {
+				for _, tr := range r.Tests {
+					if !tr.OK {
+						t.Fatalf("an ok report with a failed test: %s", mustJSON(r))
+					}
+				}
+				return
+			}
+			if want.Code == nil {
+				t.Fatal("a rejected candidate's verdict needs a code")
+			}
+			if !hasCode(r.Errors, *want.Code) {
+				t.Fatalf("no error with code %q (rule: %s)\nreport: %s", *want.Code, want.Rule, mustJSON(r))
+			}
+		})
+	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func hasCode(ds []tools.Diagnostic, code string) bool {
+	for _, d := range ds {
+		if d.Code == code {
+			return true
+		}
+	}
+	return false
+}

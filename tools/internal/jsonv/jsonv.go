@@ -1,0 +1,296 @@
+// Package jsonv decodes candidate JSON exactly and compares JSON values.
+//
+// Exact means: one value, valid UTF-8, no duplicate object keys, bounded nesting, and
+// numbers kept as their text (json.Number), never rounded through float64. Values
+// compare by JSON value: object member order is irrelevant, numbers compare by their
+// decimal value (1, 1.0 and 1e0 are equal), everything else must match in type and
+// content. Diff names the first difference as a JSON path ($.a[2]["b c"]).
+package jsonv
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// DefaultMaxDepth bounds nesting when Decode is given no bound.
+const DefaultMaxDepth = 64
+
+// Decode parses data as exactly one JSON value: objects become map[string]any, arrays
+// []any, numbers json.Number.
+func Decode(data []byte, maxDepth int) (any, error) {
+	if maxDepth <= 0 {
+		maxDepth = DefaultMaxDepth
+	}
+	if !utf8.Valid(data) {
+		return nil, errors.New("invalid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := value(dec, 0, maxDepth)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the JSON value")
+	}
+	return v, nil
+}
+
+func value(dec *json.Decoder, depth, maxDepth int) (any, error) {
+	tok, err := dec.Token()
+	if err == io.EOF {
+		return nil, errors.New("unexpected end of JSON")
+	}
+	if err != nil {
+		return nil, err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil // string, json.Number, bool or nil
+	}
+	if depth >= maxDepth {
+		return nil, fmt.Errorf("nesting deeper than %d levels", maxDepth)
+	}
+	switch d {
+	case '{':
+		obj := map[string]any{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k, _ := kt.(string)
+			if _, dup := obj[k]; dup {
+				return nil, fmt.Errorf("duplicate key %q", k)
+			}
+			v, err := value(dec, depth+1, maxDepth)
+			if err != nil {
+				return nil, err
+			}
+			obj[k] = v
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, err
+		}
+		return obj, nil
+	case '[':
+		arr := []any{}
+		for dec.More() {
+			v, err := value(dec, depth+1, maxDepth)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, err
+		}
+		return arr, nil
+	}
+	return nil, fmt.Errorf("unexpected %v", d)
+}
+
+// Equal reports whether a and b (from Decode) are the same JSON value.
+func Equal(a, b any) bool {
+	_, _, same := Diff(a, b)
+	return same
+}
+
+// Diff compares want with got and, when they differ, returns the JSON path of the
+// first difference (object keys in sorted order) and what differs there.
+func Diff(want, got any) (path, what string, same bool) {
+	var b strings.Builder
+	b.WriteString("$")
+	what = diff(&b, want, got)
+	if what == "" {
+		return "", "", true
+	}
+	return b.String(), what, false
+}
+
+func diff(p *strings.Builder, want, got any) string {
+	if kw, kg := Kind(want), Kind(got); kw != kg {
+		return fmt.Sprintf("expected %s %s, observed %s %s", kw, Short(want, 80), kg, Short(got, 80))
+	}
+	switch w := want.(type) {
+	case map[string]any:
+		g := got.(map[string]any)
+		keys := make([]string, 0, len(w)+len(g))
+		for k := range w {
+			keys = append(keys, k)
+		}
+		for k := range g {
+			if _, ok := w[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			wv, inW := w[k]
+			gv, inG := g[k]
+			mark := p.Len()
+			writeKey(p, k)
+			switch {
+			case !inG:
+				return "expected member missing from the observed value"
+			case !inW:
+				return "observed member " + Short(gv, 80) + " is not in expected"
+			}
+			if d := diff(p, wv, gv); d != "" {
+				return d
+			}
+			truncate(p, mark)
+		}
+	case []any:
+		g := got.([]any)
+		for i := 0; i < len(w) && i < len(g); i++ {
+			mark := p.Len()
+			fmt.Fprintf(p, "[%d]", i)
+			if d := diff(p, w[i], g[i]); d != "" {
+				return d
+			}
+			truncate(p, mark)
+		}
+		if len(w) != len(g) {
+			return fmt.Sprintf("expected an array of %d items, observed %d", len(w), len(g))
+		}
+	case json.Number:
+		if !NumberEqual(string(w), string(got.(json.Number))) {
+			return fmt.Sprintf("expected %s, observed %s", w, got)
+		}
+	case string:
+		if w != got.(string) {
+			return fmt.Sprintf("expected %s, observed %s", Short(w, 80), Short(got, 80))
+		}
+	case bool:
+		if w != got.(bool) {
+			return fmt.Sprintf("expected %v, observed %v", w, got)
+		}
+	}
+	return ""
+}
+
+// truncate rewinds a builder to n bytes (strings.Builder cannot shrink).
+func truncate(p *strings.Builder, n int) {
+	s := p.String()[:n]
+	p.Reset()
+	p.WriteString(s)
+}
+
+func writeKey(p *strings.Builder, k string) {
+	if ident(k) {
+		p.WriteString(".")
+		p.WriteString(k)
+		return
+	}
+	p.WriteString("[")
+	p.WriteString(strconv.Quote(k))
+	p.WriteString("]")
+}
+
+func ident(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, r := range k {
+		switch {
+		case r == '_' || r == '$' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'):
+		case i > 0 && r >= '0' && r <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Kind names the JSON type of v.
+func Kind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case json.Number:
+		return "number"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// NumberEqual compares two JSON number texts by decimal value, exactly.
+func NumberEqual(a, b string) bool {
+	if a == b {
+		return true
+	}
+	da, okA := normalize(a)
+	db, okB := normalize(b)
+	return okA && okB && da == db
+}
+
+// decimal is a number as sign, significant digits (no leading or trailing zeros) and
+// the exponent of the last digit. Zero is {"", 0, false}.
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int64
+}
+
+func normalize(s string) (decimal, bool) {
+	var d decimal
+	if strings.HasPrefix(s, "-") {
+		d.neg, s = true, s[1:]
+	}
+	mant, expPart, hasExp := strings.Cut(strings.ToLower(s), "e")
+	var exp int64
+	if hasExp {
+		e, err := strconv.ParseInt(expPart, 10, 64)
+		if err != nil || e > 1<<40 || e < -(1<<40) {
+			return d, false
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := intPart + frac
+	exp -= int64(len(frac))
+	digits = strings.TrimLeft(digits, "0")
+	trimmed := strings.TrimRight(digits, "0")
+	exp += int64(len(digits) - len(trimmed))
+	if trimmed == "" {
+		return decimal{}, true // every zero is zero, whatever its sign
+	}
+	d.digits, d.exp = trimmed, exp
+	return d, true
+}
+
+// Short renders v as compact JSON of at most max bytes, cut with an ellipsis.
+func Short(v any, max int) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	return Clip(string(b), max)
+}
+
+// Clip cuts s to at most max bytes on a rune boundary, marking the cut with "…".
+func Clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

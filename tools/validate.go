@@ -1,0 +1,303 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/agentlibos/libos/jsbundle"
+	"github.com/agentlibos/libos/syscalls"
+	"github.com/agentlibos/libos/tools/internal/jsonv"
+	"github.com/agentlibos/libos/wasm"
+)
+
+// Report is the evidence of one validation: what validate_jit_tool returns and
+// persists. Every list is bounded (see the Max* constants); a list that was cut ends
+// with a diagnostic of code diagnostics_truncated.
+type Report struct {
+	OK       bool         `json:"ok"`
+	Errors   []Diagnostic `json:"errors"`
+	Warnings []Diagnostic `json:"warnings"`
+	Logs     []LogLine    `json:"logs"`
+	Tests    []TestResult `json:"tests"`
+	// ValidatedAt is read from the Validator's clock when the validation ends.
+	ValidatedAt time.Time `json:"validated_at"`
+}
+
+// Diagnostic is one finding. Line and Column (1-based, UTF-16 columns) point into the
+// TypeScript source; Test is the index of the test it concerns, Entry the index of the
+// tape entry, Path a JSON path into a value ($.a[0]) or a JSON pointer into a schema.
+type Diagnostic struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Test    *int   `json:"test,omitempty"`
+	Entry   *int   `json:"entry,omitempty"`
+	Path    string `json:"path,omitempty"`
+}
+
+// LogLine is one console line a test's program wrote.
+type LogLine struct {
+	Test    int    `json:"test"`
+	Level   string `json:"level"`
+	Message string `json:"message"`
+}
+
+// TestResult is the verdict on one test. Error is set when it failed; Observed is what
+// the program returned, when it returned something and the test failed.
+type TestResult struct {
+	Index    int             `json:"index"`
+	OK       bool            `json:"ok"`
+	Error    *Diagnostic     `json:"error,omitempty"`
+	Observed json.RawMessage `json:"observed,omitempty"`
+}
+
+// Report bounds.
+const (
+	MaxReportErrors   = 32
+	MaxReportWarnings = 64
+	MaxReportLogs     = 64
+	MaxMessageBytes   = 1 << 10
+	MaxObservedBytes  = 2 << 10
+)
+
+// Codes of validation findings that are not jsbundle's, the sandbox's or the tape's.
+const (
+	// CodeExpectedMismatch: the value returned is not exactly (as JSON) expected.
+	CodeExpectedMismatch = "expected_mismatch"
+	// WarnNoTests: with no tests, validation proves only that the source compiles.
+	WarnNoTests = "no_tests"
+	// WarnArgsSchema: a test's args would be rejected by the input schema at call time.
+	WarnArgsSchema = "test_args_schema"
+	// WarnExpectedSchema: a test's expected value would fail the output schema.
+	WarnExpectedSchema = "test_expected_schema"
+	// CodeTruncated ends a list that reached its bound.
+	CodeTruncated = "diagnostics_truncated"
+)
+
+// ValidationTime is what Date.now() and new Date() read while a test runs, and
+// ValidationSeed seeds Math.random: validation is deterministic byte for byte.
+var ValidationTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// ValidationSeed seeds Math.random in every test.
+const ValidationSeed uint64 = 0x5eed
+
+// ValidatorConfig configures a Validator. The zero value is ready to use.
+type ValidatorConfig struct {
+	// Limits bound the proposal; zero fields default.
+	Limits Limits
+	// Run bounds each test's run in the sandbox. Zero fields are the sandbox's
+	// defaults, except WallTime, which defaults to DefaultTestWallTime.
+	Run wasm.Limits
+	// Clock gives Report.ValidatedAt; nil means time.Now. Tools that print reports
+	// (the CLI) pass a fixed clock to keep their output deterministic.
+	Clock func() time.Time
+}
+
+// DefaultTestWallTime is each test's wall time when ValidatorConfig.Run sets none.
+const DefaultTestWallTime = time.Second
+
+// Validator runs validations on a sandbox. It is safe for concurrent use and holds no
+// state between validations.
+type Validator struct {
+	sandbox *wasm.Engine
+	limits  Limits
+	run     wasm.Limits
+	clock   func() time.Time
+}
+
+// NewValidator returns a validator running tests on sandbox.
+func NewValidator(sandbox *wasm.Engine, cfg ValidatorConfig) *Validator {
+	v := &Validator{sandbox: sandbox, limits: cfg.Limits.withDefaults(), run: cfg.Run, clock: cfg.Clock}
+	if v.run.WallTime <= 0 {
+		v.run.WallTime = DefaultTestWallTime
+	}
+	if v.clock == nil {
+		v.clock = time.Now
+	}
+	return v
+}
+
+// Validate checks c and runs its tests. It needs no store and persists nothing:
+// validate_jit_tool persists the Report, `libos validate` prints it.
+//
+// In order: the proposal checks (CheckProposal); jsbundle's static checks and
+// transpilation; the schema portability lint (warnings); a warning for each test
+// whose args the input schema would reject at call time and each expected value the
+// output schema would reject (tests do not exercise schemas); a warning when there are
+// no tests; then every test in the sandbox, each in a fresh JavaScript context, with
+// Date at ValidationTime, Math.random seeded with ValidationSeed and every syscall
+// answered by the test's tape. A test passes when the tape was followed exactly (a
+// mismatch fails it even if the program caught the rejection; leftover entries fail
+// it) and the returned value equals expected as JSON. OK is true when there are no
+// errors.
+func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
+	r = Report{Errors: []Diagnostic{}, Warnings: []Diagnostic{}, Logs: []LogLine{}, Tests: []TestResult{}}
+	defer func() {
+		r.OK = len(r.Errors) == 0
+		r.ValidatedAt = v.clock().UTC()
+	}()
+	p, perr := checkProposal(c, v.limits)
+	if perr != nil {
+		r.addError(Diagnostic{Code: string(perr.Code), Message: perr.Message})
+		return r
+	}
+	prog, diags := jsbundle.Compile(c.SourceCode, jsbundle.Options{MaxSourceBytes: v.limits.MaxSourceBytes})
+	for _, d := range diags {
+		dd := Diagnostic{Code: d.Code, Message: clip(d.Message), Line: d.Line, Column: d.Column}
+		if d.Severity == jsbundle.SeverityError {
+			r.addError(dd)
+		} else {
+			r.addWarning(dd)
+		}
+	}
+	for _, w := range lintSchema("input_schema", p.inDoc) {
+		r.addWarning(w)
+	}
+	for _, w := range lintSchema("output_schema", p.outDoc) {
+		r.addWarning(w)
+	}
+	if len(p.tests) == 0 {
+		r.addWarning(Diagnostic{Code: WarnNoTests, Message: "there are no tests: validation proves only that the source compiles, not what it returns or which syscalls it makes"})
+	}
+	for i, tc := range p.tests {
+		if msg := schemaFinding(p.in, tc.argsV); msg != "" {
+			r.addWarning(Diagnostic{Code: WarnArgsSchema, Test: intp(i),
+				Message: fmt.Sprintf("test %d: the input schema would reject these args at call time (tests do not exercise schemas): %s", i, msg)})
+		}
+		if msg := schemaFinding(p.out, tc.expected); msg != "" {
+			r.addWarning(Diagnostic{Code: WarnExpectedSchema, Test: intp(i),
+				Message: fmt.Sprintf("test %d: the output schema would reject this expected value at call time (tests do not exercise schemas): %s", i, msg)})
+		}
+	}
+	if prog == nil {
+		return r
+	}
+	for i, tc := range p.tests {
+		tr := v.runTest(ctx, prog, i, tc, &r)
+		if tr.Error != nil {
+			r.addError(*tr.Error)
+		}
+		r.Tests = append(r.Tests, tr)
+	}
+	return r
+}
+
+func intp(i int) *int { return &i }
+
+func clip(s string) string { return jsonv.Clip(s, MaxMessageBytes) }
+
+func (r *Report) addError(d Diagnostic) {
+	d.Message = clip(d.Message)
+	r.Errors = appendBounded(r.Errors, d, MaxReportErrors)
+}
+
+func (r *Report) addWarning(d Diagnostic) {
+	d.Message = clip(d.Message)
+	r.Warnings = appendBounded(r.Warnings, d, MaxReportWarnings)
+}
+
+// appendBounded appends d while there is room; the last slot is a truncation marker.
+func appendBounded(list []Diagnostic, d Diagnostic, max int) []Diagnostic {
+	switch {
+	case len(list) < max-1:
+		return append(list, d)
+	case len(list) == max-1:
+		return append(list, Diagnostic{Code: CodeTruncated, Message: fmt.Sprintf("more than %d findings; the rest are not listed", max-1)})
+	}
+	return list
+}
+
+var printer = message.NewPrinter(language.English)
+
+// schemaFinding validates v against s and describes the first violation, or "".
+func schemaFinding(s *jsonschema.Schema, v any) string {
+	err := s.Validate(v)
+	if err == nil {
+		return ""
+	}
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		leaf := ve
+		for len(leaf.Causes) > 0 {
+			leaf = leaf.Causes[0]
+		}
+		at := "/" + strings.Join(leaf.InstanceLocation, "/")
+		return jsonv.Clip(fmt.Sprintf("at %s: %s", at, leaf.ErrorKind.LocalizedString(printer)), 300)
+	}
+	return jsonv.Clip(err.Error(), 300)
+}
+
+// runTest runs test i of the candidate under its tape and judges it.
+func (v *Validator) runTest(ctx context.Context, prog *jsbundle.Program, i int, tc testCase, r *Report) TestResult {
+	tr := TestResult{Index: i}
+	fail := func(code, msg string, entry *int, path string) TestResult {
+		tr.Error = &Diagnostic{Code: code, Message: clip(fmt.Sprintf("test %d: %s", i, msg)), Test: intp(i), Entry: entry, Path: path}
+		return tr
+	}
+	tape, err := syscalls.NewTape(tc.tape)
+	if err != nil {
+		return fail(syscalls.CodeTapeInvalid, strings.TrimPrefix(err.Error(), "syscalls: "), nil, "")
+	}
+	res, runErr := v.sandbox.Run(ctx, prog.Source, tc.args, tape,
+		wasm.Options{Limits: v.run, Now: func() time.Time { return ValidationTime }, Seed: ValidationSeed})
+	if res != nil {
+		for _, l := range res.Logs {
+			if len(r.Logs) >= MaxReportLogs {
+				break
+			}
+			r.Logs = append(r.Logs, LogLine{Test: i, Level: l.Level, Message: jsonv.Clip(l.Message, 512)})
+		}
+	}
+	tapeErr := tape.Finish()
+	var te *syscalls.Error
+	errors.As(tapeErr, &te)
+	entry := intp(tape.Consumed())
+	// A tape mismatch outranks the run's own failure, which it usually caused (the
+	// program did not catch the rejection); a caught mismatch fails the test too.
+	if te != nil && te.Code != syscalls.CodeTapeLeftover {
+		return fail(te.Code, strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
+	}
+	if runErr != nil {
+		var we *wasm.Error
+		if errors.As(runErr, &we) {
+			msg := we.Message
+			if we.Limit != "" {
+				msg = we.Limit + ": " + msg
+			}
+			return fail(we.Code, msg, nil, we.Path)
+		}
+		return fail(string(CodeToolFailed), runErr.Error(), nil, "")
+	}
+	if te != nil { // leftovers, after a run that succeeded
+		tr.Observed = observed(res.Value)
+		return fail(te.Code, strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
+	}
+	got, err := jsonv.Decode(res.Value, 0)
+	if err != nil {
+		return fail(wasm.CodeNotJSON, "the returned value is not exact JSON: "+err.Error(), nil, "")
+	}
+	if path, what, same := jsonv.Diff(tc.expected, got); !same {
+		tr.Observed = observed(res.Value)
+		return fail(CodeExpectedMismatch, fmt.Sprintf("returned value differs from expected at %s: %s", path, what), nil, path)
+	}
+	tr.OK = true
+	return tr
+}
+
+// observed keeps a returned value in the report when it is small enough.
+func observed(v json.RawMessage) json.RawMessage {
+	if len(v) > MaxObservedBytes {
+		b, _ := json.Marshal(fmt.Sprintf("(%d bytes of JSON, not kept)", len(v)))
+		return b
+	}
+	return append(json.RawMessage(nil), v...)
+}
