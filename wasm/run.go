@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -218,11 +219,10 @@ func (in *instance) call(ctx context.Context, c *call, program string, args []by
 	st := in.stack[:]
 	st[0], st[1] = uint64(src), uint64(len(program))
 	st[2], st[3] = uint64(argp), uint64(len(args))
-	st[4], st[5] = uint64(uint32(lim.Memory)), uint64(uint32(lim.Stack))
+	// mem_limit is a signed i32: a cap of 2 GiB or more leaves QuickJS's limit just
+	// below 2 GiB, and the page limit stays the hard cap.
+	st[4], st[5] = uint64(min(lim.Memory, math.MaxInt32)), uint64(lim.Stack)
 	st[6] = seed
-	if lim.Memory >= 1<<32 {
-		st[4] = uint64(^uint32(0))
-	}
 	callErr := in.run.CallWithStack(ctx, st)
 	if callErr != nil {
 		in.broken = true
