@@ -75,8 +75,11 @@ var (
 )
 
 // unknownSyscallMessage is the one text every unknown route gets, whatever its name:
-// a guest cannot learn from it which routes exist or how close its guess was.
-const unknownSyscallMessage = "syscalls: unknown syscall"
+// a guest cannot learn from it which routes exist or how close its guess was. It lacks
+// the package prefix on purpose: the sandbox answers names it cannot route (too long,
+// not UTF-8) with the same code and these same bytes, so the guest cannot even tell
+// which layer refused.
+const unknownSyscallMessage = "unknown syscall"
 
 func errorf(code, msg string, cause error) *Error {
 	return &Error{Code: code, Message: "syscalls: " + msg, Err: cause}

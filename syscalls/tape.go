@@ -254,7 +254,7 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 	e := &t.entries[i]
 	if name != e.Name {
 		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
-			"tape entry %d: expected %s, observed %s %s", i, e.Name, clip(name, 64), shortArgs(args)), nil))
+			"tape entry %d: expected %s %s, observed %s %s", i, e.Name, shortArgs(e.Args), clip(name, 64), shortArgs(args)), nil))
 	}
 	if decErr != nil {
 		return nil, t.fail(errorf(CodeArgumentInvalid, fmt.Sprintf(

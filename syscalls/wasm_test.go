@@ -89,6 +89,14 @@ func TestGuestClockNowThroughRouter(t *testing.T) {
 		if string(res.Value) != want {
 			t.Fatalf("got %s", res.Value)
 		}
+		// A name the sandbox itself refuses (longer than any route) gets the same bytes:
+		// the guest cannot tell which layer said no.
+		long := strings.Replace(clockProgram, `"clock.now"`, `"`+strings.Repeat("x", 300)+`"`, 1)
+		res, err = e.Run(context.Background(), long, json.RawMessage(`{"timezone":"UTC"}`),
+			r.For(Caller{PID: "p", Capabilities: NewCapSet(CapClockNow)}), runOpts())
+		if err != nil || string(res.Value) != want {
+			t.Fatalf("sandbox-refused name: %s, %v; want %s", res.Value, err, want)
+		}
 	})
 }
 
