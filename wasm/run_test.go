@@ -529,3 +529,23 @@ func TestErrorIs(t *testing.T) {
 		t.Errorf("Error() = %q", got)
 	}
 }
+
+// "poll (deadline/ctx; called often — keep it very cheap ...; avoid allocations)".
+func TestPollAllocatesNothing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &call{ctx: ctx, parent: ctx, deadline: time.Since(monoBase) + time.Hour}
+	cctx := context.WithValue(ctx, callKey{}, c)
+	stack := make([]uint64, 1)
+	if n := testing.AllocsPerRun(1000, func() { hostPoll(cctx, stack) }); n != 0 {
+		t.Fatalf("poll allocates %v times per call", n)
+	}
+	if stack[0] != 0 {
+		t.Fatal("poll said stop before the deadline")
+	}
+	c.deadline = time.Since(monoBase) - time.Millisecond
+	hostPoll(cctx, stack)
+	if stack[0] != 1 || c.stopped() != stopDeadline {
+		t.Fatalf("poll past the deadline: %d, reason %d", stack[0], c.stopped())
+	}
+}
