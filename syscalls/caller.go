@@ -23,12 +23,14 @@ type Caller struct {
 	// Approver decides calls whose approval class is operator. Nil denies them.
 	Approver Approver
 	// Approvals raises routes to a stricter approval class than the table declares
-	// (route name → ApprovalOperator). It can never lower a route's class.
+	// (route name → ApprovalOperator). It can never lower a route's class, and any
+	// value but ApprovalNone counts as ApprovalOperator.
 	Approvals map[string]ApprovalClass
 	// Budgets are the process's durable syscall budgets: name → the most calls ever
 	// allowed. The name is BudgetAll ("syscalls", every routed call), an area ("kv",
 	// every kv.* call) or a route name ("kv.put"). A call is charged against every
-	// budget that applies before its provider runs; a denied call is not charged.
+	// budget that applies before its provider runs; a denied call is not charged. A
+	// negative limit allows no call.
 	Budgets map[string]int64
 	// Tools runs tools.call. Nil makes tools.call fail with provider_failed.
 	Tools ToolCaller

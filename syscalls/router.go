@@ -206,8 +206,13 @@ func validateArgs(rt *route, args json.RawMessage) (map[string]any, error) {
 	return obj, nil
 }
 
+// effectiveApproval is the stricter of the table's class and the caller's. A class the
+// router does not know counts as operator: a typo must not skip an approval.
 func effectiveApproval(rt *route, c *Caller) ApprovalClass {
-	if rt.auth.approval == ApprovalOperator || c.Approvals[rt.name] == ApprovalOperator {
+	if rt.auth.approval != ApprovalNone {
+		return ApprovalOperator
+	}
+	if cls, ok := c.Approvals[rt.name]; ok && cls != ApprovalNone {
 		return ApprovalOperator
 	}
 	return ApprovalNone
@@ -261,7 +266,7 @@ func applicableBudgets(name string, budgets map[string]int64) map[string]int64 {
 			if out == nil {
 				out = map[string]int64{}
 			}
-			out[k] = limit
+			out[k] = max(limit, 0) // a negative limit allows nothing, never everything
 		}
 	}
 	return out

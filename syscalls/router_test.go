@@ -246,6 +246,18 @@ func TestRouterOrder(t *testing.T) {
 			t.Fatalf("budget used %d after a denial", b.Used)
 		}
 	})
+	t.Run("an approval class the router does not know counts as operator", func(t *testing.T) {
+		c := Caller{PID: "p", Capabilities: NewCapSet(CapClockNow), Approvals: map[string]ApprovalClass{"clock.now": "Operator"}}
+		if _, err := r.For(c).Syscall(context.Background(), "clock.now", json.RawMessage(`{"timezone":"UTC"}`)); codeOf(err) != CodeApprovalDenied {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a negative budget allows nothing, never everything", func(t *testing.T) {
+		c := Caller{PID: "neg", Capabilities: NewCapSet(CapClockNow), Budgets: map[string]int64{BudgetAll: -1}}
+		if _, err := r.For(c).Syscall(context.Background(), "clock.now", json.RawMessage(`{"timezone":"UTC"}`)); codeOf(err) != CodeBudgetExceeded {
+			t.Fatal(err)
+		}
+	})
 	t.Run("Approvals can raise a route to operator approval, never lower it", func(t *testing.T) {
 		c := Caller{PID: "p", Capabilities: NewCapSet(CapClockNow), Approvals: map[string]ApprovalClass{"clock.now": ApprovalNone}}
 		if _, err := r.For(c).Syscall(context.Background(), "clock.now", json.RawMessage(`{"timezone":"UTC"}`)); err != nil {
