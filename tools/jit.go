@@ -1,0 +1,679 @@
+package tools
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/jsbundle"
+	"github.com/agentlibos/libos/store"
+	"github.com/agentlibos/libos/syscalls"
+	"github.com/agentlibos/libos/tools/internal/jsonv"
+	"github.com/agentlibos/libos/wasm"
+)
+
+// Names of the JIT lifecycle tools.
+const (
+	ProposeName  = "propose_jit_tool"
+	ValidateName = "validate_jit_tool"
+	RegisterName = "register_jit_tool"
+)
+
+// ScopeEphemeralProcess is the one registration scope: the binding belongs to the
+// registering process. Committed bindings come back when the kernel is reopened; a
+// fork of a checkpoint is a new process with new identities.
+const ScopeEphemeralProcess = "ephemeral_process"
+
+// Candidate states in the store.
+const (
+	StateProposed   = "proposed"
+	StateValidated  = "validated"
+	StateRejected   = "rejected"
+	StateRegistered = "registered"
+)
+
+// Events the JIT lifecycle writes to the process's log, each in the same atomic batch
+// as the state it records.
+const (
+	EventJITProposed   = "jit_proposed"
+	EventJITValidated  = "jit_validated"
+	EventJITRegistered = "jit_registered"
+	// EventJITRehydrated: a committed binding was installed again when the kernel
+	// was reopened.
+	EventJITRehydrated = "jit_rehydrated"
+)
+
+// Config configures the JIT lifecycle.
+type Config struct {
+	// Store keeps candidates, validation records, bindings and lifecycle events.
+	// Required; it must be the kernel's store.
+	Store *store.Store
+	// Sandbox runs tests and JIT tool calls. Required.
+	Sandbox *wasm.Engine
+	// Router runs the syscalls of JIT tool calls. Nil means a router on Store with the
+	// system clock and default bounds.
+	Router *syscalls.Router
+	// Limits bound proposals; zero fields default (see Limits).
+	Limits Limits
+	// Validation configures validation runs; its Limits field is replaced by Limits.
+	Validation ValidatorConfig
+	// Run bounds each JIT tool call in the sandbox; zero fields are the sandbox's
+	// defaults.
+	Run wasm.Limits
+	// Authority builds the syscall authority of a JIT tool call. Nil means: the
+	// calling process's capabilities from the call, Approver for operator-class
+	// routes, the kernel's host tools for tools.call, the call's depth.
+	Authority func(call *engine.Call) syscalls.Caller
+	// Approver decides operator-class syscalls when Authority is nil. Nil denies them.
+	Approver syscalls.Approver
+}
+
+// JIT is the JIT tool lifecycle: the three built-in tools and the call path of the
+// tools they register. Make it with NewJIT, hand Tools() to engine.Open as built-ins,
+// then Attach the kernel.
+type JIT struct {
+	st        *store.Store
+	sandbox   *wasm.Engine
+	router    *syscalls.Router
+	limits    Limits
+	validator *Validator
+	run       wasm.Limits
+	authority func(call *engine.Call) syscalls.Caller
+	approver  syscalls.Approver
+	kernel    atomic.Pointer[engine.Kernel]
+}
+
+// NewJIT checks cfg and returns the lifecycle, not yet attached to a kernel.
+func NewJIT(cfg Config) (*JIT, error) {
+	if cfg.Store == nil || cfg.Sandbox == nil {
+		return nil, errorf(CodeInvalidRequest, "jit: Config.Store and Config.Sandbox are required")
+	}
+	r := cfg.Router
+	if r == nil {
+		var err error
+		if r, err = syscalls.NewRouter(syscalls.RouterConfig{Store: cfg.Store}); err != nil {
+			return nil, fmt.Errorf("tools: jit: %w", err)
+		}
+	}
+	vc := cfg.Validation
+	vc.Limits = cfg.Limits
+	return &JIT{
+		st: cfg.Store, sandbox: cfg.Sandbox, router: r, limits: cfg.Limits.withDefaults(),
+		validator: NewValidator(cfg.Sandbox, vc), run: cfg.Run, authority: cfg.Authority, approver: cfg.Approver,
+	}, nil
+}
+
+// Validator is the validator the lifecycle uses.
+func (j *JIT) Validator() *Validator { return j.validator }
+
+// Tools returns propose_jit_tool, validate_jit_tool and register_jit_tool, for
+// engine.Config.Builtins. A process has them when its ProcessConfig.Tools names them.
+func (j *JIT) Tools() []engine.Tool {
+	return []engine.Tool{
+		{
+			Name: ProposeName,
+			Description: "Propose a process-local TypeScript tool: name, description, source_code (export function run(args, libos)), " +
+				"input_schema, output_schema and tests [{args, expected, syscalls}]. Checks name, sizes, schemas and test shapes; " +
+				"does not compile or run the source. Returns the candidate_id, which belongs to this process. Durable and audited.",
+			InputSchema:  json.RawMessage(proposeInput),
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"candidate_id":{"type":"string","pattern":"^tcand_[0-9a-f]{32}$"}},"required":["candidate_id"],"additionalProperties":false}`),
+			Annotations:  engine.Annotations{Title: "Propose a JIT tool"},
+			Kind:         engine.KindBuiltin,
+			Handler:      j.propose,
+		},
+		{
+			Name: ValidateName,
+			Description: "Validate a proposed candidate once: static checks, schema portability warnings, and every test in the sandbox " +
+				"under its syscall tape. Returns {ok, errors, warnings, logs, tests, validated_at} and records it; the candidate " +
+				"becomes validated or rejected. A settled candidate is not validated again.",
+			InputSchema:  json.RawMessage(candidateIDInput),
+			OutputSchema: json.RawMessage(reportOutput),
+			Annotations:  engine.Annotations{Title: "Validate a JIT tool candidate"},
+			Kind:         engine.KindBuiltin,
+			Handler:      j.validate,
+		},
+		{
+			Name: RegisterName,
+			Description: "Register a validated candidate (a proposed one is validated first) as a tool of this process with scope " +
+				"ephemeral_process. Returns {tool_id, name, scope}. Grants no capability; refuses rejected, registered, foreign " +
+				"or unknown candidates and any name already in the process.",
+			InputSchema:  json.RawMessage(candidateIDInput),
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"tool_id":{"type":"string","pattern":"^tool_[0-9a-f]{32}$"},"name":{"type":"string"},"scope":{"const":"ephemeral_process"}},"required":["tool_id","name","scope"],"additionalProperties":false}`),
+			Annotations:  engine.Annotations{Title: "Register a JIT tool"},
+			Kind:         engine.KindBuiltin,
+			Handler:      j.register,
+		},
+	}
+}
+
+const proposeInput = `{"type":"object","properties":{
+"name":{"type":"string","description":"^[A-Za-z0-9_-]{1,64}$, not a process tool, never run_jit_tool"},
+"description":{"type":"string"},
+"source_code":{"type":"string","description":"TypeScript exporting function run(args, libos)"},
+"input_schema":{"type":"object"},
+"output_schema":{"type":"object"},
+"tests":{"type":"array","items":{"type":"object"}}},
+"required":["name","description","source_code","input_schema","output_schema","tests"],"additionalProperties":false}`
+
+const candidateIDInput = `{"type":"object","properties":{"candidate_id":{"type":"string"}},"required":["candidate_id"],"additionalProperties":false}`
+
+const reportOutput = `{"type":"object","properties":{
+"ok":{"type":"boolean"},"errors":{"type":"array"},"warnings":{"type":"array"},"logs":{"type":"array"},
+"tests":{"type":"array"},"validated_at":{"type":"string"}},
+"required":["ok","errors","warnings","logs","tests","validated_at"],"additionalProperties":false}`
+
+func newID(prefix string) string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("tools: no randomness: " + err.Error())
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (j *JIT) kern() (*engine.Kernel, error) {
+	k := j.kernel.Load()
+	if k == nil {
+		return nil, errorf(CodeUnavailable, "the JIT lifecycle is not attached to a kernel")
+	}
+	return k, nil
+}
+
+// decodeArgs decodes a call's arguments exactly into a map, refusing unknown and
+// missing fields.
+func decodeArgs(args json.RawMessage, fields []string) (map[string]any, error) {
+	v, err := jsonv.Decode(args, 0)
+	if err != nil {
+		return nil, errorf(CodeInvalidRequest, "arguments are not exact JSON: %v", err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, errorf(CodeInvalidRequest, "arguments must be a JSON object")
+	}
+	if err := exactFields(obj, fields, fields); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// nameTaken reports why name cannot be a new tool of pid, or "".
+func (j *JIT) nameTaken(k *engine.Kernel, pid, name string) (string, error) {
+	info, err := k.Process(pid)
+	if err != nil {
+		return "", err
+	}
+	if kind, ok := info.Tools[name]; ok {
+		return fmt.Sprintf("%q is already a %s tool of this process", name, kind), nil
+	}
+	if _, err := j.st.Binding(pid, name); err == nil {
+		return fmt.Sprintf("%q is already bound in this process", name), nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return "", storageErr("read binding", err)
+	}
+	return "", nil
+}
+
+// propose is propose_jit_tool.
+func (j *JIT) propose(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
+	k, err := j.kern()
+	if err != nil {
+		return nil, err
+	}
+	c, err := ParseCandidate(call.Args)
+	if err != nil {
+		return nil, err
+	}
+	if _, perr := checkProposal(c, j.limits); perr != nil {
+		return nil, perr
+	}
+	why, err := j.nameTaken(k, call.PID, c.Name)
+	if err != nil {
+		return nil, err
+	}
+	if why != "" {
+		return nil, errorf(CodeNameConflict, "%s; choose a name for a genuinely distinct contract (there is no replacement)", why)
+	}
+	id := newID("tcand_")
+	sum := sha256.Sum256([]byte(c.SourceCode))
+	data, _ := json.Marshal(map[string]any{
+		"candidate_id": id, "name": c.Name, "source_sha256": hex.EncodeToString(sum[:]),
+		"source_bytes": len(c.SourceCode), "tests": testCount(c.Tests),
+	})
+	err = j.st.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.CreateCandidate(store.Candidate{
+			ID: id, PID: call.PID, Name: c.Name, Description: c.Description, SourceCode: c.SourceCode,
+			InputSchema: c.InputSchema, OutputSchema: c.OutputSchema, Tests: c.Tests, State: StateProposed,
+		}); err != nil {
+			return err
+		}
+		_, err := tx.Append(call.PID, EventJITProposed, data)
+		return err
+	})
+	if err != nil {
+		return nil, storageErr("persist the candidate", err)
+	}
+	return json.Marshal(map[string]string{"candidate_id": id})
+}
+
+func testCount(tests json.RawMessage) int {
+	var items []json.RawMessage
+	_ = json.Unmarshal(tests, &items)
+	return len(items)
+}
+
+// candidate loads id for pid. Missing, malformed, unknown and other processes'
+// candidates are the same not_found: the answer reveals nothing.
+func (j *JIT) candidate(r interface {
+	Candidate(pid, id string) (store.Candidate, error)
+}, pid, id string) (store.Candidate, error) {
+	notFound := &Error{Code: CodeNotFound, CandidateID: id, Message: fmt.Sprintf("no candidate %q in this process", jsonv.Clip(id, 80))}
+	if !strings.HasPrefix(id, "tcand_") || len(id) != len("tcand_")+32 {
+		return store.Candidate{}, notFound
+	}
+	c, err := r.Candidate(pid, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Candidate{}, notFound
+	case err != nil:
+		return store.Candidate{}, storageErr("read the candidate", err)
+	}
+	return c, nil
+}
+
+func candidateArg(args json.RawMessage) (string, error) {
+	obj, err := decodeArgs(args, []string{"candidate_id"})
+	if err != nil {
+		return "", err
+	}
+	id, ok := obj["candidate_id"].(string)
+	if !ok {
+		return "", errorf(CodeInvalidRequest, `"candidate_id" must be a string`)
+	}
+	return id, nil
+}
+
+// settled describes the recorded validation of a settled candidate.
+func settled(c store.Candidate) string {
+	if len(c.Validations) == 0 {
+		return fmt.Sprintf("candidate %s is %s", c.ID, c.State)
+	}
+	last := c.Validations[len(c.Validations)-1]
+	var errs []Diagnostic
+	_ = json.Unmarshal(last.Errors, &errs)
+	return fmt.Sprintf("candidate %s is %s: it was validated at %s with ok=%v and %d errors; that recorded result stands",
+		c.ID, c.State, last.Finished.UTC().Format(time.RFC3339Nano), last.OK, len(errs))
+}
+
+// validate is validate_jit_tool.
+func (j *JIT) validate(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
+	id, err := candidateArg(call.Args)
+	if err != nil {
+		return nil, err
+	}
+	c, err := j.candidate(j.st, call.PID, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.State != StateProposed {
+		return nil, &Error{Code: CodeAlreadySettled, CandidateID: id,
+			Message: settled(c) + "; validation is not re-run: propose a corrected candidate instead"}
+	}
+	rep, err := j.validateAndRecord(ctx, call.PID, c, false)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(rep)
+}
+
+// validateAndRecord validates c and persists the attempt, the state change and a
+// jit_validated event in one batch. A candidate settled meanwhile by a concurrent call
+// is refused, and this run's result is not recorded.
+func (j *JIT) validateAndRecord(ctx context.Context, pid string, c store.Candidate, auto bool) (Report, error) {
+	started := time.Now().UTC()
+	rep := j.validator.Validate(ctx, Candidate{
+		Name: c.Name, Description: c.Description, SourceCode: c.SourceCode,
+		InputSchema: c.InputSchema, OutputSchema: c.OutputSchema, Tests: c.Tests,
+	})
+	if err := ctx.Err(); err != nil {
+		// A cancelled validation is no verdict on the candidate: record nothing.
+		return Report{}, &Error{Code: CodeToolFailed, CandidateID: c.ID, Message: "validation was cancelled; the candidate stays proposed", Err: err}
+	}
+	attempt, err := attemptOf(rep, started)
+	if err != nil {
+		return Report{}, err
+	}
+	state := StateRejected
+	if rep.OK {
+		state = StateValidated
+	}
+	passed := 0
+	for _, t := range rep.Tests {
+		if t.OK {
+			passed++
+		}
+	}
+	ev := map[string]any{"candidate_id": c.ID, "name": c.Name, "ok": rep.OK, "state": state,
+		"errors": len(rep.Errors), "warnings": len(rep.Warnings), "tests": len(rep.Tests), "tests_passed": passed}
+	if auto {
+		ev["auto"] = true
+	}
+	if len(rep.Errors) > 0 {
+		ev["first_error"] = rep.Errors[0].Code
+	}
+	data, _ := json.Marshal(ev)
+	var refusal error
+	err = j.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		cur, err := j.candidate(tx, pid, c.ID)
+		if err != nil {
+			return err
+		}
+		if cur.State != StateProposed {
+			refusal = &Error{Code: CodeAlreadySettled, CandidateID: c.ID, Message: settled(cur) + "; validation is not re-run"}
+			return refusal
+		}
+		cur.State = state
+		cur.Validations = append(cur.Validations, attempt)
+		if err := tx.PutCandidate(cur); err != nil {
+			return err
+		}
+		_, err = tx.Append(pid, EventJITValidated, data)
+		return err
+	})
+	if refusal != nil {
+		return Report{}, refusal
+	}
+	if err != nil {
+		var te *Error
+		if errors.As(err, &te) {
+			return Report{}, te
+		}
+		return Report{}, storageErr("persist the validation", err)
+	}
+	return rep, nil
+}
+
+func attemptOf(r Report, started time.Time) (store.ValidationAttempt, error) {
+	enc := func(v any) json.RawMessage {
+		b, _ := json.Marshal(v)
+		return b
+	}
+	return store.ValidationAttempt{
+		OK: r.OK, Errors: enc(r.Errors), Warnings: enc(r.Warnings), Logs: enc(r.Logs), Tests: enc(r.Tests),
+		Started: started, Finished: r.ValidatedAt,
+	}, nil
+}
+
+// ReportOf rebuilds the Report of a recorded validation attempt.
+func ReportOf(a store.ValidationAttempt) (Report, error) {
+	r := Report{OK: a.OK, ValidatedAt: a.Finished}
+	for _, f := range []struct {
+		raw json.RawMessage
+		dst any
+	}{{a.Errors, &r.Errors}, {a.Warnings, &r.Warnings}, {a.Logs, &r.Logs}, {a.Tests, &r.Tests}} {
+		if len(f.raw) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(f.raw, f.dst); err != nil {
+			return Report{}, fmt.Errorf("tools: recorded validation: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// register is register_jit_tool.
+func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
+	k, err := j.kern()
+	if err != nil {
+		return nil, err
+	}
+	id, err := candidateArg(call.Args)
+	if err != nil {
+		return nil, err
+	}
+	c, err := j.candidate(j.st, call.PID, id)
+	if err != nil {
+		return nil, err
+	}
+	switch c.State {
+	case StateRegistered:
+		return nil, &Error{Code: CodeAlreadyRegistered, CandidateID: id, Message: settled(c) + "; a candidate is registered once"}
+	case StateRejected:
+		return nil, &Error{Code: CodeCandidateRejected, CandidateID: id, Message: settled(c) + "; only an ok validation is eligible: propose a corrected candidate"}
+	case StateProposed:
+		rep, err := j.validateAndRecord(ctx, call.PID, c, true)
+		if err != nil {
+			return nil, err
+		}
+		if !rep.OK {
+			return nil, &Error{Code: CodeValidationFailed, CandidateID: id, Report: &rep,
+				Message: fmt.Sprintf("candidate %s was validated first and failed (now rejected; the diagnostics are recorded): %s", id, summary(rep))}
+		}
+	case StateValidated:
+	default:
+		return nil, errorf(CodeStorage, "candidate %s has unknown state %q", id, c.State)
+	}
+	if why, err := j.nameTaken(k, call.PID, c.Name); err != nil {
+		return nil, err
+	} else if why != "" {
+		return nil, &Error{Code: CodeNameConflict, CandidateID: id, Message: why + "; there is no replacement: stop, or propose a genuinely distinct contract under another name"}
+	}
+	b := store.Binding{PID: call.PID, Name: c.Name, ToolID: newID("tool_"), CandidateID: id, Scope: ScopeEphemeralProcess}
+	tool, err := j.tool(c, b)
+	if err != nil {
+		return nil, err
+	}
+	data, _ := json.Marshal(map[string]any{"candidate_id": id, "tool_id": b.ToolID, "name": c.Name, "scope": b.Scope})
+	var refusal error
+	err = k.InstallTool(ctx, call.PID, tool, func(tx *store.Tx) error {
+		cur, err := j.candidate(tx, call.PID, id)
+		if err != nil {
+			return err
+		}
+		if cur.State != StateValidated {
+			refusal = &Error{Code: CodeAlreadyRegistered, CandidateID: id, Message: settled(cur)}
+			if cur.State != StateRegistered {
+				refusal = &Error{Code: CodeCandidateRejected, CandidateID: id, Message: settled(cur)}
+			}
+			return refusal
+		}
+		cur.State = StateRegistered
+		if err := tx.PutCandidate(cur); err != nil {
+			return err
+		}
+		if err := tx.AddBinding(b); err != nil {
+			return err
+		}
+		_, err = tx.Append(call.PID, EventJITRegistered, data)
+		return err
+	})
+	switch {
+	case refusal != nil && errors.Is(err, refusal):
+		return nil, refusal
+	case errors.Is(err, engine.ErrToolConflict):
+		return nil, &Error{Code: CodeNameConflict, CandidateID: id, Err: err,
+			Message: fmt.Sprintf("%q is already a tool or binding of this process; there is no replacement", c.Name)}
+	case err != nil:
+		return nil, &Error{Code: CodeStorage, CandidateID: id, Message: "register: " + err.Error(), Err: err}
+	}
+	return json.Marshal(struct {
+		ToolID string `json:"tool_id"`
+		Name   string `json:"name"`
+		Scope  string `json:"scope"`
+	}{b.ToolID, c.Name, b.Scope})
+}
+
+func summary(r Report) string {
+	var parts []string
+	for i, e := range r.Errors {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(r.Errors)-3))
+			break
+		}
+		parts = append(parts, e.Code+": "+jsonv.Clip(e.Message, 200))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// tool builds the process tool of a registered candidate. Its program is compiled
+// here, once, and kept by the handler.
+func (j *JIT) tool(c store.Candidate, b store.Binding) (engine.Tool, error) {
+	prog, diags := jsbundle.Compile(c.SourceCode, jsbundle.Options{MaxSourceBytes: j.limits.MaxSourceBytes})
+	if prog == nil {
+		msg := "the source no longer compiles"
+		for _, d := range diags {
+			if d.Severity == jsbundle.SeverityError {
+				msg += fmt.Sprintf(": %s at %d:%d: %s", d.Code, d.Line, d.Column, d.Message)
+				break
+			}
+		}
+		return engine.Tool{}, &Error{Code: CodeToolFailed, CandidateID: c.ID, Message: jsonv.Clip(msg, MaxMessageBytes)}
+	}
+	return engine.Tool{
+		Name:         c.Name,
+		Description:  c.Description,
+		InputSchema:  c.InputSchema,
+		OutputSchema: c.OutputSchema,
+		// Every JIT tool is conservatively side-effecting and non-idempotent: its
+		// syscalls may write, and nothing proves otherwise.
+		Annotations: engine.Annotations{Title: c.Name, ReadOnly: false, Destructive: true, Idempotent: false},
+		Kind:        engine.KindJIT,
+		ID:          b.ToolID,
+		Handler:     j.handler(prog.Source),
+	}, nil
+}
+
+// handler runs a registered JIT tool. The engine has already checked the arguments
+// against the input schema (a schema-invalid call never gets here) and checks the
+// result against the output schema afterwards; an output failure does not undo the
+// syscalls, which the router has audited one by one.
+func (j *JIT) handler(program string) engine.Handler {
+	return func(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
+		caller := j.callerFor(call)
+		w := &watch{inner: j.router.For(caller)}
+		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.run})
+		if err != nil {
+			return nil, runError(call.Tool, err, w.denied.Load())
+		}
+		return res.Value, nil
+	}
+}
+
+func (j *JIT) callerFor(call *engine.Call) syscalls.Caller {
+	if j.authority != nil {
+		return j.authority(call)
+	}
+	caps := make([]syscalls.Capability, len(call.Capabilities))
+	for i, c := range call.Capabilities {
+		caps[i] = syscalls.Capability(c)
+	}
+	c := syscalls.Caller{PID: call.PID, Tool: call.Tool, Capabilities: syscalls.NewCapSet(caps...), Approver: j.approver, Depth: call.Depth}
+	if k := j.kernel.Load(); k != nil {
+		c.Tools = k.Runtime().Tools
+	}
+	return c
+}
+
+// watch passes syscalls through and remembers the last refusal, so that a program
+// that did not catch it fails with the refusal's own code.
+type watch struct {
+	inner  wasm.Syscaller
+	denied atomic.Pointer[syscalls.Error]
+}
+
+func (w *watch) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	res, err := w.inner.Syscall(ctx, name, args)
+	if err != nil {
+		var se *syscalls.Error
+		if errors.As(err, &se) {
+			w.denied.Store(se)
+		}
+	}
+	return res, err
+}
+
+// runError turns a sandbox failure into the call's error. A js_error that is the
+// uncaught rejection of a syscall keeps the syscall's code (capability_denied, …).
+func runError(tool string, err error, denied *syscalls.Error) error {
+	var we *wasm.Error
+	if !errors.As(err, &we) {
+		return &Error{Code: CodeToolFailed, Message: tool + ": " + err.Error(), Err: err}
+	}
+	if we.Code == wasm.CodeJSError && denied != nil && strings.Contains(we.Message, denied.Message) {
+		return &Error{Code: Code(denied.Code), Err: err,
+			Message: fmt.Sprintf("%s: the program did not catch a refused syscall: %s", tool, strings.TrimPrefix(denied.Message, "syscalls: "))}
+	}
+	msg := we.Message
+	if we.Limit != "" {
+		msg = we.Limit + ": " + msg
+	}
+	if we.Path != "" {
+		msg += " (at " + we.Path + ")"
+	}
+	return &Error{Code: Code(we.Code), Message: tool + ": " + jsonv.Clip(msg, MaxMessageBytes), Err: err}
+}
+
+// Attach binds the lifecycle to k, which must have been opened on the same store with
+// Tools() among its built-ins, and installs again every committed JIT binding of the
+// processes k restored (rehydrate): their programs are compiled once more and each
+// installation is recorded with a jit_rehydrated event. A binding that cannot be
+// installed (its source no longer passes the checks, its name is now a built-in) is
+// skipped and reported in the returned error; the others are installed. Call it once,
+// right after engine.Open and before serving calls.
+func (j *JIT) Attach(ctx context.Context, k *engine.Kernel) error {
+	if k == nil {
+		return errorf(CodeInvalidRequest, "attach: no kernel")
+	}
+	if !j.kernel.CompareAndSwap(nil, k) {
+		return errorf(CodeInvalidRequest, "attach: already attached to a kernel")
+	}
+	procs, err := j.st.Processes()
+	if err != nil {
+		return storageErr("attach: list processes", err)
+	}
+	var errs []error
+	for _, p := range procs {
+		if _, err := k.Process(p.PID); err != nil {
+			continue // not a live process of this kernel
+		}
+		if err := j.rehydrate(ctx, k, p.PID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (j *JIT) rehydrate(ctx context.Context, k *engine.Kernel, pid string) error {
+	bs, err := j.st.Bindings(pid)
+	if err != nil {
+		return storageErr("attach: bindings of "+pid, err)
+	}
+	var errs []error
+	for _, b := range bs {
+		c, err := j.st.Candidate(pid, b.CandidateID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tools: rehydrate %s in %s: candidate %s: %w", b.Name, pid, b.CandidateID, err))
+			continue
+		}
+		t, err := j.tool(c, b)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tools: rehydrate %s in %s: %w", b.Name, pid, err))
+			continue
+		}
+		data, _ := json.Marshal(map[string]any{"candidate_id": b.CandidateID, "tool_id": b.ToolID, "name": b.Name, "scope": b.Scope})
+		err = k.InstallTool(ctx, pid, t, func(tx *store.Tx) error {
+			_, err := tx.Append(pid, EventJITRehydrated, data)
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tools: rehydrate %s in %s: %w", b.Name, pid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
