@@ -103,6 +103,9 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 			err = se
 		}
 		ev.Decision, ev.Code, ev.Reason = "denied", se.Code, se.Message
+		if se.Err != nil {
+			ev.Cause = clip(se.Err.Error(), 512)
+		}
 		if ev.Stage == "provider" || ev.Stage == "result" {
 			ev.Decision = "allowed" // the call was authorised; what failed is the provider
 		}
@@ -176,7 +179,9 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 		if errors.As(err, &se) {
 			return nil, err
 		}
-		return nil, errorf(CodeProviderFailed, rt.name+": "+err.Error(), err)
+		// The cause stays on the host (in the audit event): store paths and engine
+		// internals are not the guest's business.
+		return nil, errorf(CodeProviderFailed, rt.name+": the provider failed", err)
 	}
 
 	ev.Stage = "result"
@@ -290,6 +295,7 @@ type auditEvent struct {
 	Stage          string          `json:"stage"`    // where it stopped: route, args, capability, approval, budget, provider, result, done
 	Code           string          `json:"code,omitempty"`
 	Reason         string          `json:"reason,omitempty"`
+	Cause          string          `json:"cause,omitempty"` // the host-side error behind a failure
 	Capability     string          `json:"capability,omitempty"`
 	Approval       *auditApproval  `json:"approval,omitempty"`
 	Args           json.RawMessage `json:"args,omitempty"` // kept whole when small

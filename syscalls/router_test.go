@@ -537,8 +537,12 @@ func TestToolsCall(t *testing.T) {
 		if codeOf(err) != CodeProviderFailed {
 			t.Fatal(err)
 		}
-		if ev := lastAudit(t, s, "p"); ev.Decision != "allowed" || ev.Stage != "provider" || ev.Code != CodeProviderFailed {
-			t.Fatalf("audit %+v", ev)
+		if ev := lastAudit(t, s, "p"); ev.Decision != "allowed" || ev.Stage != "provider" || ev.Code != CodeProviderFailed ||
+			!strings.Contains(ev.Cause, `no tool "nope"`) {
+			t.Fatalf("audit %+v: the cause is kept on the host", ev)
+		}
+		if strings.Contains(err.Error(), "nope") {
+			t.Fatalf("the guest sees no host internals: %v", err)
 		}
 	})
 	t.Run("run_jit_tool is never a process tool", func(t *testing.T) {
