@@ -549,3 +549,33 @@ func TestPollAllocatesNothing(t *testing.T) {
 		t.Fatalf("poll past the deadline: %d, reason %d", stack[0], c.stopped())
 	}
 }
+
+// A syscall may run another program on the same Engine (tools.call reaching a JIT tool):
+// the nested call gets its own instance and the outer call's remaining time.
+func TestRunNested(t *testing.T) {
+	e := newHostTestEngine(t, Config{PoolSize: 1})
+	var sys Syscaller
+	sys = syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+		switch name {
+		case "double":
+			res, err := e.Run(ctx, `function run(a) { return a.n * 2; }`, args, nil, Options{})
+			if err != nil {
+				return nil, err
+			}
+			return res.Value, nil
+		case "spin":
+			_, err := e.Run(ctx, `function run() { for (;;) {} }`, nil, sys, Options{Limits: Limits{WallTime: time.Minute}})
+			return nil, err
+		}
+		return nil, &SyscallError{Code: "unknown_syscall", Message: "unknown syscall"}
+	})
+	res := mustRun(t, e, `async function run(a, libos) { return await libos.syscall("double", {n: 21}); }`, `{}`, sys, Options{})
+	if string(res.Value) != `42` {
+		t.Fatalf("nested call gave %s", res.Value)
+	}
+	// The inner call has a minute, the outer one 100 ms: the outer deadline wins.
+	_, err := e.Run(hostCtx(t), `async function run(a, libos) { try { await libos.syscall("spin", {}); } catch (e) {} return 1; }`,
+		nil, sys, Options{Limits: Limits{WallTime: 100 * time.Millisecond}})
+	wantError(t, err, CodeLimitExceeded, LimitWallTime)
+	checkHealthy(t, e)
+}
