@@ -44,8 +44,10 @@ type call struct {
 	now    func() time.Time
 	lim    Limits
 
-	// deadline is when the wall time runs out, on the monotonic clock (since monoBase).
-	deadline time.Duration
+	// deadline is when the call must stop, on the monotonic clock (since monoBase): the
+	// wall time, or the caller's own deadline when that comes first (parentDeadline).
+	deadline       time.Duration
+	parentDeadline bool
 	// noPoll makes poll answer "continue" without looking: benchmarks use it to measure
 	// what the time limit costs.
 	noPoll bool
@@ -245,8 +247,10 @@ func (c *call) safeSyscall(name string, args json.RawMessage) (result json.RawMe
 	return c.sys.Syscall(c.ctx, name, args)
 }
 
+// ctxReason tells the caller's cancellation (or its own deadline passing) from the
+// call's wall time running out.
 func (c *call) ctxReason() stopReason {
-	if c.parent.Err() != nil {
+	if c.parent.Err() != nil || (c.parentDeadline && time.Since(monoBase) >= c.deadline) {
 		return stopCanceled
 	}
 	return stopDeadline

@@ -178,6 +178,11 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 	defer cancel()
 	c := &call{ctx: runCtx, parent: ctx, sys: sys, now: opts.Now, lim: lim, noPoll: opts.noPoll,
 		deadline: time.Since(monoBase) + lim.WallTime}
+	if d, ok := ctx.Deadline(); ok {
+		if left := time.Until(d); left < lim.WallTime {
+			c.deadline, c.parentDeadline = time.Since(monoBase)+left, true
+		}
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}

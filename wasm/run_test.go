@@ -474,6 +474,13 @@ func TestRunCanceled(t *testing.T) {
 		wantError(t, err, CodeCanceled, "")
 		checkHealthy(t, e)
 	})
+	t.Run("the caller's own deadline comes first", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(hostCtx(t), 50*time.Millisecond)
+		defer cancel()
+		_, err := e.Run(ctx, `function run() { for (;;) {} }`, nil, nil, Options{Limits: Limits{WallTime: 30 * time.Second}})
+		wantError(t, err, CodeCanceled, "")
+		checkHealthy(t, e)
+	})
 	t.Run("cancelled while a syscall blocks", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(hostCtx(t))
 		block := syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
