@@ -66,8 +66,8 @@ func TestKillChild(t *testing.T) {
 // a clear 'in use' error".
 func TestSIGKILL(t *testing.T) {
 	kills, budget := 20, 20*time.Second
-	if testing.Short() {
-		kills, budget = 5, 5*time.Second
+	if testing.Short() || raceEnabled {
+		kills, budget = 5, 10*time.Second
 	}
 	if v, _ := strconv.Atoi(os.Getenv("LIBOS_STORE_KILLS")); v > 0 {
 		kills = v

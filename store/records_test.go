@@ -551,7 +551,7 @@ func TestOpenDirAndFormat(t *testing.T) {
 	wantCode(t, err, CodeClosed)
 
 	setFormat := func(v string) {
-		db, err := pebble.Open(dir, &pebble.Options{})
+		db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{}, FormatMajorVersion: pebbleFormat})
 		if err != nil {
 			t.Fatal(err)
 		}
