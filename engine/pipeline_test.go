@@ -83,6 +83,8 @@ func TestPipelineOrder(t *testing.T) {
 			engine.Limits{}, nil, `{"name":"echo","arguments":"{"}`, "protocol_frame", "protocol_rejected", false, false},
 		{"no-name", "Missing/empty function name without a fallback ... fail(s) in protocol normalization before Echo execution",
 			engine.Limits{}, nil, `{"arguments":{}}`, "protocol_frame", "protocol_rejected", false, false},
+		{"oversized-frame", "An oversized argument is rejected before the normal tool-called event (a frame too large to be an argument is refused before it is parsed)",
+			engine.Limits{}, nil, `{"name":"echo","input":{"pad":"` + strings.Repeat("x", 6*256+4096) + `"}}`, "limit_exceeded", "protocol_rejected", false, false},
 		{"unknown-tool", "Unknown or hidden tool names are projection or process-tool-table failures",
 			engine.Limits{}, nil, `{"name":"nope","arguments":{}}`, "unknown_tool", "call_rejected", false, false},
 		{"not-enabled", "Unknown or hidden tool names are projection or process-tool-table failures (a built-in the process did not enable)",
