@@ -188,8 +188,10 @@ type testCase struct {
 // Failures are *Error values with codes invalid_name, reserved_name, limit_exceeded,
 // invalid_schema, invalid_test or invalid_request.
 func CheckProposal(c Candidate, lim Limits) error {
-	_, err := checkProposal(c, lim.withDefaults())
-	return err
+	if _, err := checkProposal(c, lim.withDefaults()); err != nil {
+		return err
+	}
+	return nil
 }
 
 func checkProposal(c Candidate, lim Limits) (*proposal, *Error) {

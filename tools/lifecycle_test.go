@@ -1,0 +1,372 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/store"
+	"github.com/agentlibos/libos/tools"
+)
+
+// TestProposeRefusals: every propose_jit_tool check has its own typed error, and a
+// refused proposal persists no candidate.
+func TestProposeRefusals(t *testing.T) {
+	w := openWorld(t, t.TempDir(), tools.Config{Limits: tools.Limits{MaxDescriptionBytes: 64, MaxTests: 2, MaxTapeEntries: 1}})
+	pid := w.spawn(t, engine.Direct)
+	good := candidateJSON(t, "good_clock_now.json")
+	long := strings.Repeat("d", 65)
+	cases := []struct {
+		rule string
+		args string
+		code string
+	}{
+		{"name matches ^[A-Za-z0-9_-]{1,64}$", withField(t, good, "name", `"clock now"`), "invalid_name"},
+		{"name is at most 64 characters", withField(t, good, "name", jsonString(strings.Repeat("a", 65))), "invalid_name"},
+		{"name is not empty", withField(t, good, "name", `""`), "invalid_name"},
+		{"never use reserved multiplexed name run_jit_tool", withField(t, good, "name", `"run_jit_tool"`), "reserved_name"},
+		{"avoid process tool names (a built-in)", withField(t, good, "name", `"echo"`), "name_conflict"},
+		{"avoid process tool names (a lifecycle tool)", withField(t, good, "name", `"register_jit_tool"`), "name_conflict"},
+		{"bounded description size (configured 64 bytes)", withField(t, good, "description", jsonString(long)), "limit_exceeded"},
+		{"a description says what the tool does", withField(t, good, "description", `"  "`), "invalid_request"},
+		{"bounded number of tests (configured 2)", withField(t, good, "tests", `[{"args":{},"expected":1,"syscalls":[]},{"args":{},"expected":1,"syscalls":[]},{"args":{},"expected":1,"syscalls":[]}]`), "limit_exceeded"},
+		{"bounded tape per test (configured 1)", withField(t, good, "tests", `[{"args":{},"expected":1,"syscalls":[{"name":"clock.now","result":{}},{"name":"clock.now","result":{}}]}]`), "limit_exceeded"},
+		{"schemas compile as JSON Schema 2020-12", withField(t, good, "output_schema", `{"type":5}`), "invalid_schema"},
+		{"no remote $ref loading", withField(t, good, "output_schema", `{"$ref":"https://example.com/schema.json"}`), "invalid_schema"},
+		{"no local file $ref loading", withField(t, good, "input_schema", `{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}`), "invalid_schema"},
+		{"only 2020-12", withField(t, good, "input_schema", `{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`), "invalid_schema"},
+		{"the input schema's root accepts objects", withField(t, good, "input_schema", `{"type":"array"}`), "invalid_schema"},
+		{"a test is {args, expected, syscalls}: syscalls missing", withField(t, good, "tests", `[{"args":{},"expected":{}}]`), "invalid_test"},
+		{"a test is {args, expected, syscalls}: no other keys", withField(t, good, "tests", `[{"args":{},"expected":{},"syscalls":[],"note":1}]`), "invalid_test"},
+		{"args is an object", withField(t, good, "tests", `[{"args":[1],"expected":{},"syscalls":[]}]`), "invalid_test"},
+		{"ordered mocks have name, optional exact args, and result/payload or ok:false,error", withField(t, good, "tests", `[{"args":{},"expected":{},"syscalls":[{"name":"clock.now"}]}]`), "invalid_test"},
+		{"a tape entry has no unknown keys", withField(t, good, "tests", `[{"args":{},"expected":{},"syscalls":[{"name":"clock.now","result":{},"delay":1}]}]`), "invalid_test"},
+		{"ok:false needs error", withField(t, good, "tests", `[{"args":{},"expected":{},"syscalls":[{"name":"clock.now","ok":false}]}]`), "invalid_test"},
+		{"tests is an array", withField(t, good, "tests", `{}`), "schema_invalid"},
+		{"proposal has no capability-request field: unknown top-level fields are rejected", withField(t, good, "capabilities", `["clock:now"]`), "schema_invalid"},
+		{"every field is required", `{"name":"x"}`, "schema_invalid"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			_, err := w.call(t, pid, tools.ProposeName, tc.args)
+			if codeOf(err) != tc.code {
+				t.Fatalf("got %v (%s), want %s", err, codeOf(err), tc.code)
+			}
+		})
+	}
+	cands, err := w.st.Candidates(pid)
+	if err != nil || len(cands) != 0 {
+		t.Fatalf("refused proposals persisted %d candidates (%v)", len(cands), err)
+	}
+}
+
+// TestParseCandidateExact: the file form the CLI reads is decoded exactly, and
+// CheckProposal makes the same checks as propose_jit_tool.
+func TestParseCandidateExact(t *testing.T) {
+	good := candidateJSON(t, "good_clock_now.json")
+	for _, tc := range []struct {
+		rule, in, code string
+	}{
+		{"unknown top-level fields are rejected (no capability request)", withField(t, good, "capabilities", `[]`), "invalid_request"},
+		{"keys are case-sensitive", strings.Replace(good, `"name"`, `"Name"`, 1), "invalid_request"},
+		{"duplicate keys are rejected", strings.Replace(good, `{"name":"clock_now",`, `{"name":"clock_now","name":"x",`, 1), "invalid_request"},
+		{"a proposal is an object", `[]`, "invalid_request"},
+		{"name is a string", withField(t, good, "name", `7`), "invalid_request"},
+		{"missing fields are named", `{"name":"a","description":"b","source_code":"","input_schema":{},"output_schema":{}}`, "invalid_request"},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			_, err := tools.ParseCandidate([]byte(tc.in))
+			if codeOf(err) != tc.code {
+				t.Fatalf("got %v, want %s", err, tc.code)
+			}
+		})
+	}
+	c, err := tools.ParseCandidate([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tools.CheckProposal(c, tools.Limits{}); err != nil {
+		t.Fatalf("the seed example passes: %v", err)
+	}
+	c.Name = "run_jit_tool"
+	if err := tools.CheckProposal(c, tools.Limits{}); !errors.Is(err, tools.ErrReservedName) {
+		t.Fatalf("got %v", err)
+	}
+	c.Name, c.SourceCode = "ok", strings.Repeat(" ", 11)
+	if err := tools.CheckProposal(c, tools.Limits{MaxSourceBytes: 10}); !errors.Is(err, tools.ErrLimitExceeded) {
+		t.Fatalf("source size: got %v", err)
+	}
+}
+
+// TestProposeDoesNotCompile: "It does not compile or run source." A proposal with a
+// syntax error is accepted; the error surfaces at validation.
+func TestProposeDoesNotCompile(t *testing.T) {
+	w := newWorld(t)
+	pid := w.spawn(t, engine.Direct)
+	id := w.propose(t, pid, candidateJSON(t, "bad_syntax.json"))
+	c, err := w.st.Candidate(pid, id)
+	if err != nil || c.State != tools.StateProposed {
+		t.Fatalf("candidate %+v %v", c, err)
+	}
+	evs := w.events(t, pid)
+	if p := last(t, evs, tools.EventJITProposed); p["candidate_id"] != id || p["name"] != "bad_syntax" {
+		t.Fatalf("a proposal is audited: %v", p)
+	}
+	rep := w.mustCall(t, pid, tools.ValidateName, idArg(id))
+	if rep["ok"] != false {
+		t.Fatalf("%v", rep)
+	}
+}
+
+// TestNotFoundIsUniform: "Missing, foreign (another PID's) and unknown candidates all
+// answer the same "not found" error."
+func TestNotFoundIsUniform(t *testing.T) {
+	w := newWorld(t)
+	owner := w.spawn(t, engine.Direct)
+	other := w.spawn(t, engine.Direct)
+	foreign := w.propose(t, owner, candidateJSON(t, "good_clock_now.json"))
+	missing := "tcand_" + strings.Repeat("0", 32)
+	for _, tool := range []string{tools.ValidateName, tools.RegisterName} {
+		var msgs []string
+		for _, id := range []string{missing, foreign, "tcand_nope", "", "../" + foreign} {
+			_, err := w.call(t, other, tool, idArg(id))
+			if !errors.Is(err, tools.ErrNotFound) {
+				t.Fatalf("%s %q: got %v, want not_found", tool, id, err)
+			}
+			msgs = append(msgs, strings.Replace(err.Error(), jsonString(id), "ID", 1))
+		}
+		for _, m := range msgs[1:] {
+			if m != msgs[0] {
+				t.Fatalf("%s: the answers differ, which is an oracle:\n%s\n%s", tool, msgs[0], m)
+			}
+		}
+	}
+	if c, err := w.st.Candidate(owner, foreign); err != nil || c.State != tools.StateProposed {
+		t.Fatalf("another process's attempts changed the candidate: %+v %v", c, err)
+	}
+	if _, err := w.call(t, other, tools.ValidateName, `{"candidate_id":"x","extra":1}`); !errors.Is(err, engine.ErrSchemaInvalid) {
+		t.Fatalf("validate takes exactly candidate_id: %v", err)
+	}
+}
+
+// TestStateMachine: proposed → validated | rejected, validated → registered; every
+// other transition is refused with its own code, audited, and changes nothing.
+func TestStateMachine(t *testing.T) {
+	w := newWorld(t)
+	type step struct {
+		tool, code string // code "" means success
+		state      string // the state afterwards
+	}
+	cases := []struct {
+		rule  string
+		file  string
+		steps []step
+	}{
+		{"proposed → validated → registered", "good_clock_now.json", []step{
+			{tools.ValidateName, "", tools.StateValidated},
+			{tools.RegisterName, "", tools.StateRegistered},
+		}},
+		{"validation is non-idempotent: a second validate is refused and not re-run", "good_clock_now.json", []step{
+			{tools.ValidateName, "", tools.StateValidated},
+			{tools.ValidateName, "already_settled", tools.StateValidated},
+		}},
+		{"proposed → rejected; do not revalidate unchanged rejection", "bad_wrong_expected.json", []step{
+			{tools.ValidateName, "", tools.StateRejected},
+			{tools.ValidateName, "already_settled", tools.StateRejected},
+			{tools.RegisterName, "candidate_rejected", tools.StateRejected},
+		}},
+		{"registration auto-validates a non-validated candidate", "good_clock_now.json", []step{
+			{tools.RegisterName, "", tools.StateRegistered},
+			{tools.ValidateName, "already_settled", tools.StateRegistered},
+		}},
+		{"auto-validation that fails rejects the candidate and keeps its diagnostics", "bad_tape_leftover.json", []step{
+			{tools.RegisterName, "validation_failed", tools.StateRejected},
+			{tools.RegisterName, "candidate_rejected", tools.StateRejected},
+		}},
+		{"rejects already-registered candidates", "good_clock_now.json", []step{
+			{tools.RegisterName, "", tools.StateRegistered},
+			{tools.RegisterName, "already_registered", tools.StateRegistered},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			pid := w.spawn(t, engine.Direct, "clock:now")
+			id := w.propose(t, pid, candidateJSON(t, tc.file))
+			for i, s := range tc.steps {
+				before := w.events(t, pid)
+				_, err := w.call(t, pid, s.tool, idArg(id))
+				if codeOf(err) != s.code && !(s.code == "" && err == nil) {
+					t.Fatalf("step %d %s: got %v, want %q", i, s.tool, err, s.code)
+				}
+				c, err2 := w.st.Candidate(pid, id)
+				if err2 != nil || c.State != s.state {
+					t.Fatalf("step %d: state %q (%v), want %q", i, c.State, err2, s.state)
+				}
+				after := w.events(t, pid)
+				if s.code != "" {
+					// Refusals are audited: the call's tool_failed event carries the code.
+					if f := last(t, after, engine.EventToolFailed); f["code"] != s.code || !strings.Contains(f["reason"].(string), id) {
+						t.Fatalf("step %d: the refusal is not audited with its code and candidate: %v", i, f)
+					}
+					if s.code != "validation_failed" && count(after, tools.EventJITValidated) != count(before, tools.EventJITValidated) {
+						t.Fatalf("step %d: a refused call validated again", i)
+					}
+				}
+				if s.code == "already_settled" && !strings.Contains(err.Error(), "recorded result") {
+					t.Fatalf("the refusal points at the recorded result: %v", err)
+				}
+			}
+			c, _ := w.st.Candidate(pid, id)
+			if len(c.Validations) != 1 {
+				t.Fatalf("%d validation attempts recorded, want exactly 1", len(c.Validations))
+			}
+		})
+	}
+}
+
+// TestRegisterCollisions: "Refuses … any collision with a process tool or an existing
+// binding in the process — no replacement semantics."
+func TestRegisterCollisions(t *testing.T) {
+	w := newWorld(t)
+	pid := w.spawn(t, engine.Direct, "clock:now")
+	first := w.propose(t, pid, candidateJSON(t, "good_clock_now.json"))
+	second := w.propose(t, pid, candidateJSON(t, "good_clock_now.json"))
+	w.mustCall(t, pid, tools.RegisterName, idArg(first))
+	before, _ := w.st.Binding(pid, "clock_now")
+	_, err := w.call(t, pid, tools.RegisterName, idArg(second))
+	if !errors.Is(err, tools.ErrNameConflict) {
+		t.Fatalf("got %v, want name_conflict", err)
+	}
+	after, _ := w.st.Binding(pid, "clock_now")
+	if after != before {
+		t.Fatalf("the binding was replaced: %+v → %+v", before, after)
+	}
+	if c, _ := w.st.Candidate(pid, second); c.State != tools.StateValidated {
+		t.Fatalf("the refused candidate is %s, want still validated", c.State)
+	}
+	// Once registered, the name is a process tool: a new proposal is refused at once.
+	if _, err := w.call(t, pid, tools.ProposeName, candidateJSON(t, "good_clock_now.json")); !errors.Is(err, tools.ErrNameConflict) {
+		t.Fatalf("propose after registration: %v", err)
+	}
+	// Another process is unaffected: bindings are per process.
+	other := w.spawn(t, engine.Direct)
+	w.mustCall(t, other, tools.RegisterName, idArg(w.propose(t, other, candidateJSON(t, "good_clock_now.json"))))
+}
+
+// TestValidationReportRecorded: validate returns exactly what it persists, and the
+// candidate's evidence is specific.
+func TestValidationReportRecorded(t *testing.T) {
+	w := newWorld(t)
+	pid := w.spawn(t, engine.Direct)
+	id := w.propose(t, pid, candidateJSON(t, "bad_wrong_expected.json"))
+	out, err := w.call(t, pid, tools.ValidateName, idArg(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep tools.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := w.st.Candidate(pid, id)
+	rec, err := tools.ReportOf(c.Validations[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(rep)
+	b, _ := json.Marshal(rec)
+	if string(a) != string(b) {
+		t.Fatalf("returned and recorded reports differ:\n%s\n%s", a, b)
+	}
+	if rep.OK || len(rep.Errors) == 0 || rep.Errors[0].Code != tools.CodeExpectedMismatch || rep.Errors[0].Path != "$.n" || rep.Tests[1].Observed == nil || *rep.Errors[0].Test != 1 {
+		t.Fatalf("a wrong expected value names the test, the JSON path and what was observed: %s", a)
+	}
+	ev := last(t, w.events(t, pid), tools.EventJITValidated)
+	if ev["candidate_id"] != id || ev["ok"] != false || ev["state"] != "rejected" {
+		t.Fatalf("jit_validated %v", ev)
+	}
+}
+
+// TestPersistenceAcrossReopen: candidates, validation records and bindings survive a
+// reopen, and "committed bindings can rehydrate".
+func TestPersistenceAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	w := openWorld(t, dir, tools.Config{})
+	pid, toolID := w.registered(t, engine.Direct, "clock:now")
+	rejected := w.propose(t, pid, candidateJSON(t, "bad_wrong_expected.json"))
+	w.mustCall(t, pid, tools.ValidateName, idArg(rejected))
+	pending := w.propose(t, pid, candidateJSON(t, "good_sum_exact.json"))
+	w.close()
+
+	w2 := openWorld(t, dir, tools.Config{})
+	b, err := w2.st.Binding(pid, "clock_now")
+	if err != nil || b.ToolID != toolID || b.Scope != tools.ScopeEphemeralProcess {
+		t.Fatalf("binding after reopen: %+v %v", b, err)
+	}
+	c, err := w2.st.Candidate(pid, b.CandidateID)
+	if err != nil || c.State != tools.StateRegistered || len(c.Validations) != 1 || !c.Validations[0].OK {
+		t.Fatalf("registered candidate after reopen: %+v %v", c, err)
+	}
+	if r, _ := w2.st.Candidate(pid, rejected); r.State != tools.StateRejected || len(r.Validations) != 1 || r.Validations[0].OK {
+		t.Fatalf("rejected candidate after reopen: %+v", r)
+	}
+	if p, _ := w2.st.Candidate(pid, pending); p.State != tools.StateProposed {
+		t.Fatalf("proposed candidate after reopen: %+v", p)
+	}
+	info, err := w2.k.Process(pid)
+	if err != nil || info.Tools["clock_now"] != engine.KindJIT {
+		t.Fatalf("the binding was not reinstalled: %+v %v", info, err)
+	}
+	out := w2.mustCall(t, pid, "clock_now", `{"timezone":"Europe/Paris"}`)
+	if out["timezone"] != "Europe/Paris" {
+		t.Fatalf("%v", out)
+	}
+	evs := w2.events(t, pid)
+	if last(t, evs, engine.EventToolCalled)["tool_id"] != toolID {
+		t.Fatal("the rehydrated tool keeps its identity")
+	}
+	if r := last(t, evs, tools.EventJITRehydrated); r["tool_id"] != toolID {
+		t.Fatalf("rehydration is recorded: %v", r)
+	}
+	// The settled candidate is still settled; the pending one validates now.
+	if _, err := w2.call(t, pid, tools.ValidateName, idArg(rejected)); !errors.Is(err, tools.ErrAlreadySettled) {
+		t.Fatalf("%v", err)
+	}
+	if rep := w2.mustCall(t, pid, tools.ValidateName, idArg(pending)); rep["ok"] != true {
+		t.Fatalf("%v", rep)
+	}
+}
+
+// TestNotAttached: the lifecycle refuses to act before it knows its kernel.
+func TestNotAttached(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	jit, err := tools.NewJIT(tools.Config{Store: st, Sandbox: sandbox(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := engine.Open(context.Background(), st, engine.Config{Builtins: jit.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	pid, _ := k.Spawn(context.Background(), engine.ProcessConfig{Tools: []string{tools.ProposeName}})
+	frame := `{"name":"propose_jit_tool","arguments":` + candidateJSON(t, "good_clock_now.json") + `}`
+	if _, err := k.HandleFrame(context.Background(), pid, []byte(frame)); codeOf(err) != "unavailable" {
+		t.Fatalf("got %v", err)
+	}
+	if err := jit.Attach(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+	if err := jit.Attach(context.Background(), k); err == nil {
+		t.Fatal("a second Attach must fail")
+	}
+	if _, err := tools.NewJIT(tools.Config{}); !errors.Is(err, tools.ErrInvalidRequest) {
+		t.Fatalf("NewJIT without store: %v", err)
+	}
+}
