@@ -110,8 +110,9 @@ func errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// CodeOf returns the machine code of err: the Code of an *Error, the ErrorCode() of an
-// error that has one, or "" for nil.
+// CodeOf returns the machine code of err: the Code of an *Error, the ErrorCode() of
+// any error that has one, "" for nil, and tool_failed for any other error (the code a
+// handler's untyped error settles with).
 func CodeOf(err error) string {
 	if err == nil {
 		return ""
