@@ -381,7 +381,7 @@ type ProcessInfo struct {
 	Capabilities []string
 	// Limits are the effective limits (the kernel's, tightened by the process's).
 	Limits Limits
-	// Tools are the names in the process tool table, sorted, with their kinds.
+	// Tools maps each name in the process tool table to its kind.
 	Tools map[string]ToolKind
 }
 
