@@ -65,7 +65,8 @@
 // Tool calls are correlated by the top-level "call_id" string of the event data
 // (CallIDField): a tool_called event opens call_id (an already open call_id is a
 // conflict), and a tool_result, tool_failed or unknown_settlement event with the
-// same call_id settles it. All four types must carry call_id. Unsettled(pid)
+// same call_id settles it; a settlement of a call_id that is not open is recorded
+// and changes nothing else. All four types must carry call_id. Unsettled(pid)
 // returns the tool_called events still open; the engine reports them as unknown
 // settlement on rehydrate (by appending unknown_settlement, which settles them).
 //
