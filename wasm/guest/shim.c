@@ -55,8 +55,6 @@ static size_t out_len;
    handler, a finally block in a job). */
 static int interrupted;
 
-static uint8_t *prelude_bc;
-static size_t prelude_bc_len;
 
 /* ---- libc replacements: no WASI imports ---- */
 
@@ -390,33 +388,54 @@ static JSContext *new_context(JSRuntime *rt, uint64_t seed)
     return ctx;
 }
 
-/* The prelude is compiled once per instance and kept as bytecode; each call reads
-   the bytecode into its fresh runtime, which is cheaper than parsing. */
-static JSValue eval_prelude(JSContext *ctx)
+/* The prelude and the console formatter are compiled once per instance and kept as
+   bytecode; each call reads the bytecode into its fresh runtime, which is cheaper than
+   parsing. */
+typedef struct {
+    const char *name;
+    const char *src;
+    size_t len;
+    uint8_t *bc;
+    size_t bc_len;
+} Script;
+
+static Script prelude_script = { "prelude.js", prelude_js, sizeof(prelude_js) - 1, NULL, 0 };
+static Script console_script = { "console.js", console_js, sizeof(console_js) - 1, NULL, 0 };
+
+static JSValue eval_script(JSContext *ctx, Script *sc)
 {
     JSValue fn;
 
-    if (!prelude_bc) {
+    if (!sc->bc) {
         uint8_t *bc;
         size_t len;
-        fn = JS_CompileScript(ctx, prelude_js, sizeof(prelude_js) - 1, "prelude.js");
+        fn = JS_CompileScript(ctx, sc->src, sc->len, sc->name);
         if (JS_IsException(fn))
             return fn;
         bc = JS_WriteObject(ctx, &len, fn, JS_WRITE_OBJ_BYTECODE);
         if (bc) {
-            prelude_bc = malloc(len);
-            if (prelude_bc) {
-                memcpy(prelude_bc, bc, len);
-                prelude_bc_len = len;
+            sc->bc = malloc(len);
+            if (sc->bc) {
+                memcpy(sc->bc, bc, len);
+                sc->bc_len = len;
             }
             js_free(ctx, bc);
         }
     } else {
-        fn = JS_ReadObject(ctx, prelude_bc, prelude_bc_len, JS_READ_OBJ_BYTECODE);
+        fn = JS_ReadObject(ctx, sc->bc, sc->bc_len, JS_READ_OBJ_BYTECODE);
         if (JS_IsException(fn))
             return fn;
     }
     return JS_EvalFunction(ctx, fn);
+}
+
+/* nativeLoadConsole() -> the completion value of console.js */
+static JSValue native_load_console(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
+{
+    (void)this_val;
+    (void)argc;
+    (void)argv;
+    return eval_script(ctx, &console_script);
 }
 
 typedef struct {
@@ -682,18 +701,20 @@ static int fail_pending_raw(JSContext *ctx)
 static int run_call(Call *c, const char *src, int32_t src_len, const char *args, int32_t args_len)
 {
     JSContext *ctx = c->ctx;
-    JSValue setup, internals, natives[2];
+    JSValue setup, internals, natives[3];
     int ret;
 
-    setup = eval_prelude(ctx);
+    setup = eval_script(ctx, &prelude_script);
     if (JS_IsException(setup))
         return fail_pending_raw(ctx);
     natives[0] = JS_NewCFunction(ctx, native_log, "log", 2);
     natives[1] = JS_NewCFunction(ctx, native_syscall, "syscall", 2);
-    internals = JS_Call(ctx, setup, JS_UNDEFINED, 2, (JSValueConst *)natives);
+    natives[2] = JS_NewCFunction(ctx, native_load_console, "loadConsole", 0);
+    internals = JS_Call(ctx, setup, JS_UNDEFINED, 3, (JSValueConst *)natives);
     JS_FreeValue(ctx, setup);
     JS_FreeValue(ctx, natives[0]);
     JS_FreeValue(ctx, natives[1]);
+    JS_FreeValue(ctx, natives[2]);
     if (JS_IsException(internals))
         return fail_pending_raw(ctx);
     c->libos = JS_GetPropertyStr(ctx, internals, "libos");
