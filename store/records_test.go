@@ -498,6 +498,11 @@ func TestUnsettled(t *testing.T) {
 	_, err = s.Append(ctx, "p", EventToolCalled, json.RawMessage(`{"call_id":"c"}`))
 	wantCode(t, err, CodeConflict)
 	mustAppend(t, s, "p", EventToolCalled, `{"call_id":"b"}`)
+	// A settlement of a call that is not open is recorded and changes nothing else.
+	mustAppend(t, s, "p", EventToolFailed, `{"call_id":"never-opened"}`)
+	if un, _ := s.Unsettled("p"); len(un) != 2 || un[0].CallID != "c" || un[1].CallID != "b" {
+		t.Fatalf("unsettled after stray settlement: %+v", un)
+	}
 	if un, _ := s.Unsettled("q"); len(un) != 1 {
 		t.Fatalf("q: %+v", un)
 	}
