@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -91,7 +94,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	lock, err := pebble.LockDirectory(dir, fs)
 	if err != nil {
-		return nil, errorf(CodeInUse, err, "%s is in use by another process", dir)
+		if lockContended(err) {
+			return nil, errorf(CodeInUse, err, "%s is in use by another process", dir)
+		}
+		return nil, errorf(CodeIO, err, "lock %s", dir)
 	}
 	s := &Store{dir: dir, fs: fs, lock: lock, now: now}
 	po := &pebble.Options{
@@ -120,6 +126,17 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// lockContended tells a lock held elsewhere (EAGAIN/EACCES from fcntl, or Pebble's
+// own in-process check) from a failure to take the lock at all.
+func lockContended(err error) bool {
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return false // creating the lock file failed: not contention
+	}
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
+		strings.Contains(err.Error(), "lock held by current process")
 }
 
 // openPebble turns a fatal error during Pebble's open into an error value.
