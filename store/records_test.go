@@ -555,6 +555,14 @@ func TestOpenDirAndFormat(t *testing.T) {
 	_, err = s.Append(ctx, "p", "note", nil)
 	wantCode(t, err, CodeClosed)
 
+	// A lock that cannot be taken at all is an io error, not in_use.
+	bad := t.TempDir()
+	if err := os.Mkdir(filepath.Join(bad, "LOCK"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(bad, Options{})
+	wantCode(t, err, CodeIO)
+
 	setFormat := func(v string) {
 		db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{}, FormatMajorVersion: pebbleFormat})
 		if err != nil {
