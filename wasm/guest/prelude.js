@@ -463,11 +463,11 @@
       syscall(name, args) {
         try {
           if (typeof name !== 'string') {
-            throw codedError('invalid_syscall', 'libos.syscall: the name must be a string');
+            throw codedError('syscall_args_invalid', 'libos.syscall: the name must be a string');
           }
           const r = serialize(args === undefined ? {} : args);
           if (typeof r !== 'string') {
-            throw codedError('not_json', `libos.syscall: args at ${r[0]}: ${r[1]}`);
+            throw codedError('syscall_args_invalid', `libos.syscall: args at ${r[0]}: ${r[1]}`);
           }
           const resp = jsonParse(nativeSyscall(name, r));
           if (resp !== null && typeof resp === 'object' && resp.ok === true) return promiseResolve(resp.result);
