@@ -82,7 +82,7 @@ one fails.`,
 				if cmd.Flags().Changed("projection") {
 					return usageErr("--projection applies only without --pid: a process's projection is fixed at spawn")
 				}
-				return withSystem(cmd.Context(), e, func(sys *system) error { return runOn(sys, f.pid) })
+				return withSystem(cmd.Context(), e, readWrite, func(sys *system) error { return runOn(sys, f.pid) })
 			}
 			if f.jit != "" {
 				return usageErr("--jit needs --pid: a JIT tool is registered in one process")

@@ -29,8 +29,8 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // withSystem opens the store for the length of fn.
-func withSystem(ctx context.Context, e *env, fn func(*system) error) (err error) {
-	sys, err := e.open(ctx)
+func withSystem(ctx context.Context, e *env, mode access, fn func(*system) error) (err error) {
+	sys, err := e.open(ctx, mode)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func pidArgs(e *env) cobra.CompletionFunc {
 			_ = e.setupLog()
 		}
 		var pids []string
-		_ = withSystem(cmd.Context(), e, func(sys *system) error {
+		_ = withSystem(cmd.Context(), e, readOnly, func(sys *system) error {
 			procs, err := sys.st.Processes()
 			for _, p := range procs {
 				if strings.HasPrefix(p.PID, toComplete) {
@@ -114,7 +114,7 @@ its typed code and message are printed on stderr.`,
 			if len(args) == 3 {
 				rawArgs = json.RawMessage(args[2])
 			}
-			return withSystem(cmd.Context(), e, func(sys *system) error {
+			return withSystem(cmd.Context(), e, readWrite, func(sys *system) error {
 				var res *engine.Result
 				var err error
 				switch {
@@ -200,7 +200,7 @@ default image, in a throwaway store.`,
 				if cmd.Flags().Changed("projection") {
 					return usageErr("--projection applies only without PID: a process's projection is fixed at spawn")
 				}
-				return withSystem(cmd.Context(), e, func(sys *system) error { return show(sys, args[0]) })
+				return withSystem(cmd.Context(), e, readWrite, func(sys *system) error { return show(sys, args[0]) })
 			}
 			return withScratch(cmd.Context(), e, func(sys *system) error {
 				pid, err := sys.k.Spawn(cmd.Context(), defaultProcess(proj))
@@ -225,7 +225,7 @@ func withScratch(ctx context.Context, e *env, fn func(*system) error) (err error
 		return usageErr("temporary store: %v", err)
 	}
 	defer os.RemoveAll(dir)
-	sys, err := openSystem(ctx, dir, e)
+	sys, err := openSystem(ctx, dir, e, readWrite)
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ events and when it was created.`,
   libos ps --data ./agent-store --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withSystem(cmd.Context(), e, func(sys *system) error {
+			return withSystem(cmd.Context(), e, readOnly, func(sys *system) error {
 				procs, err := sys.st.Processes()
 				if err != nil {
 					return usageErr("%v", err)
@@ -351,7 +351,7 @@ removed, inserted or reordered, naming the first bad sequence number.`,
 		ValidArgsFunction: pidArgs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pid := args[0]
-			return withSystem(cmd.Context(), e, func(sys *system) error {
+			return withSystem(cmd.Context(), e, readOnly, func(sys *system) error {
 				if _, err := sys.st.Process(pid); err != nil {
 					return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
 				}
@@ -428,7 +428,7 @@ func newCandidatesCmd(e *env) *cobra.Command {
 		ValidArgsFunction: pidArgs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pid := args[0]
-			return withSystem(cmd.Context(), e, func(sys *system) error {
+			return withSystem(cmd.Context(), e, readOnly, func(sys *system) error {
 				if _, err := sys.st.Process(pid); err != nil {
 					return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
 				}

@@ -74,7 +74,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if f.image != "" {
 		return usageErr("--image: images are not supported by this build yet; omit --image to use the embedded image")
 	}
-	sys, err := e.open(ctx)
+	sys, err := e.open(ctx, readWrite)
 	if err != nil {
 		return err
 	}

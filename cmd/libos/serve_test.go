@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpClient is a session of the official Go SDK's client with the server's
+// list_changed notifications counted.
+type mcpClient struct {
+	cs      *mcp.ClientSession
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+func newClient(t *testing.T, ctx context.Context, tr mcp.Transport) *mcpClient {
+	t.Helper()
+	c := &mcpClient{changed: make(chan struct{}, 16)}
+	client := mcp.NewClient(&mcp.Implementation{Name: "libos-e2e", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			c.changed <- struct{}{}
+		},
+	})
+	cs, err := client.Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	c.cs = cs
+	return c
+}
+
+func (c *mcpClient) toolNames(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	res, err := c.cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+// call sends tools/call with raw arguments (nil sends none).
+func (c *mcpClient) call(ctx context.Context, name string, args string) (*mcp.CallToolResult, error) {
+	p := &mcp.CallToolParams{Name: name}
+	if args != "" {
+		p.Arguments = json.RawMessage(args)
+	}
+	return c.cs.CallTool(ctx, p)
+}
+
+func textOf(t *testing.T, r *mcp.CallToolResult) string {
+	t.Helper()
+	if len(r.Content) != 1 {
+		t.Fatalf("want one content block, got %d", len(r.Content))
+	}
+	tc, ok := r.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("want text content, got %T", r.Content[0])
+	}
+	return tc.Text
+}
+
+func structured(t *testing.T, r *mcp.CallToolResult) string {
+	t.Helper()
+	b, err := json.Marshal(r.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkEchoPath runs the transport-independent checks of the echo path on a served
+// direct-projection process.
+func checkEchoPath(t *testing.T, ctx context.Context, c *mcpClient) {
+	t.Helper()
+	// "tools/list is the process's projection": the default image in direct mode.
+	if got := c.toolNames(t, ctx); !containsAll(got, "echo") || contains(got, "run_jit_tool") {
+		t.Fatalf("direct projection lists %v", got)
+	}
+
+	// "results carry structuredContent and text content", both the canonical form;
+	// 2^53+1 survives (no float64 round trip) and the nested action is data.
+	res, err := c.call(ctx, "echo", `{"b":9007199254740993,"a":[true,null,"x"],"nested":{"action":"kept"}}`)
+	if err != nil || res.IsError {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+	const canon = `{"a":[true,null,"x"],"b":9007199254740993,"nested":{"action":"kept"}}`
+	if got := textOf(t, res); got != canon {
+		t.Errorf("text content = %s, want %s", got, canon)
+	}
+	// The SDK decodes structuredContent into Go values; compare its text form.
+	var sc map[string]json.RawMessage
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &sc); err != nil || len(sc) != 3 {
+		t.Errorf("structuredContent = %s", raw)
+	}
+
+	// "removes any top-level action argument"; "trims the function name".
+	res, err = c.call(ctx, "  echo\t", `{"action":"other_tool","k":1}`)
+	if err != nil || res.IsError || textOf(t, res) != `{"k":1}` {
+		t.Fatalf("echo with padded name and top-level action: %v %+v", err, res)
+	}
+
+	// "Unknown or hidden tool names are projection or process-tool-table failures":
+	// a tool error with its typed code, not a protocol error.
+	res, err = c.call(ctx, "no_such_tool", `{}`)
+	if err != nil || !res.IsError || !strings.HasPrefix(textOf(t, res), "unknown_tool: ") || !strings.Contains(structured(t, res), `"code":"unknown_tool"`) {
+		t.Fatalf("unknown tool: %v %+v", err, res)
+	}
+
+	// "arrays, scalars, booleans, and malformed JSON are rejected before echo runs"
+	// as protocol-frame failures: a JSON-RPC error, no result.
+	for _, bad := range []string{`[1,2]`, `"text"`, `true`, `{"a":1,"a":2}`} {
+		_, err = c.call(ctx, "echo", bad)
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || !strings.Contains(string(we.Data), `"code":"protocol_frame"`) {
+			t.Errorf("arguments %s: want a JSON-RPC invalid-params error with code protocol_frame, got %v", bad, err)
+		}
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func containsAll(s []string, vs ...string) bool {
+	for _, v := range vs {
+		if !contains(s, v) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestServeStdio(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	data := filepath.Join(t.TempDir(), "store")
+	cmd := exec.Command(libosBin, "serve", "--data", data)
+	cmd.Env = testEnv(t)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	c := newClient(t, ctx, &mcp.CommandTransport{Command: cmd})
+	checkEchoPath(t, ctx, c)
+	if err := c.cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	// Closing stdin ends serve normally.
+	if cmd.ProcessState == nil || !cmd.ProcessState.Success() {
+		t.Fatalf("serve did not exit 0 after stdin closed: %v\n%s", cmd.ProcessState, stderr.String())
+	}
+	// Everything acknowledged is in the store, and the log verifies.
+	pid := spawnedPID(t, stderr.String())
+	r := libos(t, "", "events", pid, "--verify", "--data", data)
+	if r.code != 0 || strings.Count(r.stdout, "tool_result") != 2 || !strings.Contains(r.stderr, "hash chain intact") {
+		t.Fatalf("events --verify: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+var pidRE = regexp.MustCompile(`pid=(pid_[0-9a-f]{32})`)
+
+func spawnedPID(t *testing.T, log string) string {
+	t.Helper()
+	m := pidRE.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no pid in the log:\n%s", log)
+	}
+	return m[1]
+}
+
+// startHTTP starts 'libos serve --http 127.0.0.1:0' and returns its URL once it listens.
+func startHTTP(t *testing.T, args ...string) (url string, cmd *exec.Cmd, stderr *syncBuffer) {
+	t.Helper()
+	cmd = exec.Command(libosBin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	cmd.Env = testEnv(t)
+	pr, pw := io.Pipe()
+	stderr = &syncBuffer{}
+	cmd.Stderr = io.MultiWriter(pw, stderr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "libos: listening on "); ok {
+				found <- u
+			}
+		}
+	}()
+	select {
+	case url = <-found:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve --http did not start:\n%s", stderr.String())
+	}
+	// Keep draining the pipe so the child never blocks on stderr.
+	return url, cmd, stderr
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeHTTP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	data := filepath.Join(t.TempDir(), "store")
+	url, cmd, stderr := startHTTP(t, "--data", data)
+	c := newClient(t, ctx, &mcp.StreamableClientTransport{Endpoint: url})
+	checkEchoPath(t, ctx, c)
+
+	// "Graceful shutdown on SIGTERM loses nothing acknowledged."
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve --http after SIGTERM: %v\n%s", err, stderr.String())
+	}
+	_ = c.cs.Close()
+	pid := spawnedPID(t, stderr.String())
+	r := libos(t, "", "events", pid, "--verify", "--data", data)
+	if r.code != 0 || strings.Count(r.stdout, "tool_result") != 2 || strings.Count(r.stdout, "protocol_rejected") != 4 {
+		t.Fatalf("events --verify: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

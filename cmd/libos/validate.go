@@ -1,0 +1,541 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/tools"
+)
+
+type validateFlags struct {
+	asJSON  bool
+	junit   string
+	store   string
+	verbose bool
+}
+
+func newValidateCmd(e *env) *cobra.Command {
+	var f validateFlags
+	c := &cobra.Command{
+		Use:   "validate FILE|DIR...",
+		Short: "Validate JIT tool candidates, as validate_jit_tool does (for CI)",
+		Long: `validate reads JIT tool candidates, JSON files with the fields of propose_jit_tool (name,
+description, source_code, input_schema, output_schema, tests), and runs on each exactly
+what propose_jit_tool and validate_jit_tool do: the proposal checks, the static checks
+of the TypeScript source, the schema portability lint (warnings), and every test in the
+sandbox with its syscall tape. A directory stands for every *.json file in it, in name
+order. No store is needed.
+
+The report is like 'go test': one line per test, each diagnostic as
+FILE:LINE:COLUMN (positions in the candidate's source_code), and a closing line
+"N passed, N failed" counting candidates. --json prints the full structured result
+instead; --junit FILE also writes JUnit XML for CI systems. The output is identical on
+every run.
+
+With --store DIR, each candidate is also proposed and validated by a fresh process in
+that store, through the real tools, so the evidence is durable and auditable
+('libos candidates PID').
+
+Exit status: 0 when every candidate is ok, 1 when any is rejected, 2 on usage or I/O
+errors (a missing file, an unwritable --junit path).`,
+		Example: `  libos validate testdata/candidates/good_clock_now.json
+  libos validate tools/candidates/ --junit report.xml
+  libos validate my_tool.json --json | jq '.candidates[0].errors'`,
+		Args: cobra.MinimumNArgs(1),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			return []string{"json"}, cobra.ShellCompDirectiveFilterFileExt
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return validate(cmd.Context(), e, f, args)
+		},
+	}
+	fl := c.Flags()
+	fl.BoolVar(&f.asJSON, "json", false, "print the full result as one JSON object")
+	fl.StringVar(&f.junit, "junit", "", "also write a JUnit XML report to FILE")
+	fl.StringVar(&f.store, "store", "", "also propose and validate each candidate in a fresh process of the store in DIR")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also print the console output of the tests")
+	_ = c.MarkFlagFilename("junit", "xml")
+	_ = c.MarkFlagDirname("store")
+	return c
+}
+
+// candidateResult is one candidate in the report; the JSON names are the documented
+// --json format.
+type candidateResult struct {
+	File     string             `json:"file"`
+	Name     string             `json:"name"`
+	OK       bool               `json:"ok"`
+	Errors   []tools.Diagnostic `json:"errors"`
+	Warnings []tools.Diagnostic `json:"warnings"`
+	Tests    []testResult       `json:"tests"`
+	Logs     []tools.LogLine    `json:"logs"`
+	// PID and CandidateID name the durable record, with --store.
+	PID         string `json:"pid,omitempty"`
+	CandidateID string `json:"candidate_id,omitempty"`
+}
+
+type testResult struct {
+	Index    int               `json:"index"`
+	OK       bool              `json:"ok"`
+	Error    *tools.Diagnostic `json:"error"`
+	Observed json.RawMessage   `json:"observed,omitempty"`
+}
+
+type validateReport struct {
+	Candidates []candidateResult `json:"candidates"`
+	Passed     int               `json:"passed"`
+	Failed     int               `json:"failed"`
+}
+
+// expandArgs turns FILE|DIR arguments into files: a directory is its *.json files
+// in name order.
+func expandArgs(args []string) ([]string, error) {
+	var files []string
+	for _, a := range args {
+		fi, err := os.Stat(a)
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		if !fi.IsDir() {
+			files = append(files, a)
+			continue
+		}
+		ents, err := os.ReadDir(a)
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		var names []string
+		for _, de := range ents {
+			if !de.IsDir() && strings.HasSuffix(de.Name(), ".json") {
+				names = append(names, de.Name())
+			}
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			return nil, usageErr("%s: no *.json candidate files in this directory", a)
+		}
+		for _, n := range names {
+			files = append(files, filepath.Join(a, n))
+		}
+	}
+	return files, nil
+}
+
+// validator runs one candidate: through the store-free Validator, or with --store
+// through the real propose and validate tools of a process.
+type validator func(ctx context.Context, c tools.Candidate, raw []byte) (tools.Report, string, string, error)
+
+func validate(ctx context.Context, e *env, f validateFlags, args []string) error {
+	files, err := expandArgs(args)
+	if err != nil {
+		return err
+	}
+	// Read every file first: an unreadable file is an I/O error, reported before any
+	// work and with exit status 2.
+	raws := make([][]byte, len(files))
+	for i, file := range files {
+		if raws[i], err = os.ReadFile(file); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	var run validator
+	workers := runtime.GOMAXPROCS(0)
+	if f.store == "" {
+		sb, err := newSandbox(ctx, e)
+		if err != nil {
+			return err
+		}
+		defer sb.Close(context.Background())
+		// A fixed clock keeps the reports identical from run to run.
+		v := tools.NewValidator(sb, tools.ValidatorConfig{Clock: func() (t timeT) { return tools.ValidationTime }})
+		run = func(ctx context.Context, c tools.Candidate, _ []byte) (tools.Report, string, string, error) {
+			return v.Validate(ctx, c), "", "", nil
+		}
+	} else {
+		sys, err := openSystem(ctx, f.store, e, readWrite)
+		if err != nil {
+			return err
+		}
+		defer sys.Close()
+		run = storeValidator(e, sys)
+		workers = 1
+	}
+
+	results := make([]candidateResult, len(files))
+	progress := newProgress(e.stderr, len(files))
+	var wg sync.WaitGroup
+	var firstErr error
+	var errMu sync.Mutex
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r, err := validateOne(ctx, run, files[i], raws[i])
+				if err != nil {
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
+				}
+				results[i] = r
+				progress.step(files[i])
+			}
+		}()
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	progress.done()
+	if firstErr != nil {
+		return firstErr
+	}
+
+	rep := validateReport{Candidates: results}
+	for _, r := range results {
+		if r.OK {
+			rep.Passed++
+		} else {
+			rep.Failed++
+		}
+	}
+	if f.asJSON {
+		if err := writeJSON(e.stdout, rep); err != nil {
+			return usageErr("%v", err)
+		}
+	} else {
+		printValidateReport(e.stdout, rep, f.verbose)
+	}
+	if f.junit != "" {
+		if err := writeJUnit(f.junit, rep); err != nil {
+			return usageErr("--junit: %v", err)
+		}
+	}
+	if rep.Failed > 0 {
+		return failed()
+	}
+	return nil
+}
+
+func validateOne(ctx context.Context, run validator, file string, raw []byte) (candidateResult, error) {
+	r := candidateResult{File: file, Errors: []tools.Diagnostic{}, Warnings: []tools.Diagnostic{}, Tests: []testResult{}, Logs: []tools.LogLine{}}
+	c, err := tools.ParseCandidate(raw)
+	if err != nil {
+		// A file that is not a candidate is a rejected candidate, as a malformed
+		// proposal is: its code says why.
+		r.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+		r.Errors = append(r.Errors, tools.Diagnostic{Code: codeOf(err), Message: err.Error()})
+		return r, nil
+	}
+	r.Name = c.Name
+	rep, pid, cid, err := run(ctx, c, raw)
+	if err != nil {
+		return r, err
+	}
+	r.PID, r.CandidateID = pid, cid
+	r.OK = rep.OK
+	r.Errors = append(r.Errors, rep.Errors...)
+	r.Warnings = append(r.Warnings, rep.Warnings...)
+	r.Logs = append(r.Logs, rep.Logs...)
+	for _, t := range rep.Tests {
+		r.Tests = append(r.Tests, testResult{Index: t.Index, OK: t.OK, Error: t.Error, Observed: t.Observed})
+	}
+	return r, nil
+}
+
+func codeOf(err error) string {
+	var c interface{ ErrorCode() string }
+	if ok := asCoder(err, &c); ok {
+		return c.ErrorCode()
+	}
+	return "invalid_request"
+}
+
+// position renders a diagnostic's place: FILE:LINE:COLUMN when it points into the
+// source, FILE otherwise, with the test, tape entry and path it concerns.
+func position(file string, d tools.Diagnostic) string {
+	var b strings.Builder
+	b.WriteString(file)
+	if d.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", d.Line, d.Column)
+	}
+	return b.String()
+}
+
+func where(d tools.Diagnostic) string {
+	var parts []string
+	if d.Test != nil {
+		parts = append(parts, fmt.Sprintf("test %d", *d.Test))
+	}
+	if d.Entry != nil {
+		parts = append(parts, fmt.Sprintf("syscall %d", *d.Entry))
+	}
+	if d.Path != "" {
+		parts = append(parts, "at "+d.Path)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func printValidateReport(w io.Writer, rep validateReport, verbose bool) {
+	for _, c := range rep.Candidates {
+		fmt.Fprintf(w, "=== CANDIDATE %s %s\n", c.Name, c.File)
+		// Findings about one test are printed under that test's line; the others
+		// (proposal and static checks, the lint) come first.
+		byTest := map[int][]string{}
+		hasTest := map[int]bool{}
+		for _, t := range c.Tests {
+			hasTest[t.Index] = true
+		}
+		for _, list := range []struct {
+			sev   string
+			diags []tools.Diagnostic
+		}{{"error", c.Errors}, {"warning", c.Warnings}} {
+			for _, d := range list.diags {
+				line := fmt.Sprintf("%s: %s: %s: %s%s", position(c.File, d), list.sev, d.Code, d.Message, where(d))
+				if d.Test != nil && hasTest[*d.Test] {
+					byTest[*d.Test] = append(byTest[*d.Test], line)
+					continue
+				}
+				fmt.Fprintln(w, line)
+			}
+		}
+		for _, t := range c.Tests {
+			if t.OK {
+				fmt.Fprintf(w, "--- PASS: %s/test_%d\n", c.Name, t.Index)
+			} else {
+				fmt.Fprintf(w, "--- FAIL: %s/test_%d\n", c.Name, t.Index)
+			}
+			for _, line := range byTest[t.Index] {
+				fmt.Fprintf(w, "    %s\n", line)
+			}
+			if !t.OK && len(t.Observed) > 0 {
+				fmt.Fprintf(w, "    observed: %s\n", t.Observed)
+			}
+			if verbose {
+				for _, l := range c.Logs {
+					if l.Test == t.Index {
+						fmt.Fprintf(w, "    console.%s: %s\n", l.Level, l.Message)
+					}
+				}
+			}
+		}
+		status := "ok  "
+		if !c.OK {
+			status = "FAIL"
+		}
+		extra := ""
+		if c.CandidateID != "" {
+			extra = fmt.Sprintf(" (%s in %s)", c.CandidateID, c.PID)
+		}
+		fmt.Fprintf(w, "%s %s %s%s\n", status, c.Name, c.File, extra)
+	}
+	fmt.Fprintf(w, "%d passed, %d failed\n", rep.Passed, rep.Failed)
+}
+
+// JUnit XML: one testsuite per candidate, one testcase per test, plus a "checks"
+// testcase carrying the errors that come before any test runs.
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string      `xml:"name,attr"`
+	File     string      `xml:"file,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Cases    []junitCase `xml:"testcase"`
+	Out      string      `xml:"system-out,omitempty"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	File      string        `xml:"file,attr,omitempty"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+func writeJUnit(path string, rep validateReport) error {
+	out := junitSuites{Name: "libos validate"}
+	for _, c := range rep.Candidates {
+		s := junitSuite{Name: c.Name, File: c.File}
+		var checks strings.Builder
+		for _, d := range c.Errors {
+			fmt.Fprintf(&checks, "%s: error: %s: %s%s\n", position(c.File, d), d.Code, d.Message, where(d))
+		}
+		var warnings strings.Builder
+		for _, d := range c.Warnings {
+			fmt.Fprintf(&warnings, "%s: warning: %s: %s%s\n", position(c.File, d), d.Code, d.Message, where(d))
+		}
+		s.Out = warnings.String()
+		// Errors that are not a test's own (static checks, proposal checks) fail the
+		// "checks" case; a candidate always has it, so a passing one shows too.
+		tc := junitCase{Name: "checks", Classname: c.Name, File: c.File}
+		var ownErrors []tools.Diagnostic
+		for _, d := range c.Errors {
+			if d.Test == nil {
+				ownErrors = append(ownErrors, d)
+			}
+		}
+		if len(ownErrors) > 0 {
+			tc.Failure = &junitFailure{Message: ownErrors[0].Code + ": " + ownErrors[0].Message, Type: ownErrors[0].Code, Text: checks.String()}
+		}
+		s.Cases = append(s.Cases, tc)
+		for _, t := range c.Tests {
+			tc := junitCase{Name: fmt.Sprintf("test_%d", t.Index), Classname: c.Name, File: c.File}
+			if !t.OK {
+				f := &junitFailure{Type: "test_failed", Message: "test failed"}
+				if t.Error != nil {
+					f.Type, f.Message = t.Error.Code, t.Error.Code+": "+t.Error.Message
+					f.Text = fmt.Sprintf("%s: %s: %s\n", position(c.File, *t.Error), t.Error.Code, t.Error.Message)
+				}
+				if len(t.Observed) > 0 {
+					f.Text += "observed: " + string(t.Observed) + "\n"
+				}
+				tc.Failure = f
+			}
+			s.Cases = append(s.Cases, tc)
+		}
+		// A candidate rejected for a reason no case above carries (for instance a
+		// test error reported only in the list of errors) still fails its suite.
+		failedCases := 0
+		for _, tc := range s.Cases {
+			if tc.Failure != nil {
+				failedCases++
+			}
+		}
+		if !c.OK && failedCases == 0 {
+			s.Cases[0].Failure = &junitFailure{Message: "candidate rejected", Type: "rejected", Text: checks.String()}
+			failedCases = 1
+		}
+		s.Tests, s.Failures = len(s.Cases), failedCases
+		out.Tests += s.Tests
+		out.Failures += s.Failures
+		out.Suites = append(out.Suites, s)
+	}
+	b, err := xml.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append([]byte(xml.Header), append(b, '\n')...), 0o644)
+}
+
+// progress shows "validating i/n" on a terminal; elsewhere it stays silent so CI logs
+// and redirected output carry only the report.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	n     int
+	mu    sync.Mutex
+	count int
+}
+
+func newProgress(w io.Writer, n int) *progress {
+	p := &progress{w: w, n: n}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty = n > 1
+		}
+	}
+	return p
+}
+
+func (p *progress) step(file string) {
+	if !p.tty {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.count++
+	fmt.Fprintf(p.w, "\r\033[Kvalidating %d/%d %s", p.count, p.n, file)
+}
+
+func (p *progress) done() {
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+type timeT = time.Time
+
+func asCoder(err error, c *interface{ ErrorCode() string }) bool { return errors.As(err, c) }
+
+// storeValidator proposes and validates each candidate in one fresh process of the
+// store, through the host API: the same tools a model calls, with the same records.
+func storeValidator(e *env, sys *system) validator {
+	var pid string
+	return func(ctx context.Context, c tools.Candidate, raw []byte) (tools.Report, string, string, error) {
+		if pid == "" {
+			p, err := sys.k.Spawn(ctx, defaultProcess(engine.Direct))
+			if err != nil {
+				return tools.Report{}, "", "", usageErr("--store: spawn: %v", err)
+			}
+			pid = p
+			e.log.Info("validating in a fresh process", "pid", pid, "store", sys.dir)
+		}
+		reject := func(err error) tools.Report {
+			msg := err.Error()
+			var ee *engine.Error
+			if errors.As(err, &ee) {
+				msg = ee.Message
+			}
+			return tools.Report{Errors: []tools.Diagnostic{{Code: engine.CodeOf(err), Message: msg}}}
+		}
+		res, err := sys.k.Runtime().Tools.Call(ctx, pid, tools.ProposeName, raw)
+		if err != nil {
+			if engine.CodeOf(err) == string(engine.CodeStorage) {
+				return tools.Report{}, pid, "", usageErr("--store: %v", err)
+			}
+			return reject(err), pid, "", nil
+		}
+		var proposed struct {
+			CandidateID string `json:"candidate_id"`
+		}
+		if err := json.Unmarshal(res.Structured, &proposed); err != nil {
+			return tools.Report{}, pid, "", usageErr("--store: propose_jit_tool answered %s", res.Structured)
+		}
+		args, _ := json.Marshal(proposed)
+		res, err = sys.k.Runtime().Tools.Call(ctx, pid, tools.ValidateName, args)
+		if err != nil {
+			if engine.CodeOf(err) == string(engine.CodeStorage) {
+				return tools.Report{}, pid, proposed.CandidateID, usageErr("--store: %v", err)
+			}
+			return reject(err), pid, proposed.CandidateID, nil
+		}
+		var rep tools.Report
+		if err := json.Unmarshal(res.Structured, &rep); err != nil {
+			return tools.Report{}, pid, proposed.CandidateID, usageErr("--store: validate_jit_tool answered %s", res.Structured)
+		}
+		return rep, pid, proposed.CandidateID, nil
+	}
+}
