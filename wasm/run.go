@@ -48,7 +48,8 @@ type Limits struct {
 	// a JavaScript out-of-memory error. Default three quarters of the Engine's MaxMemory,
 	// capped at MaxMemory. The Engine's MaxMemory is the hard cap behind it.
 	Memory int64
-	// Stack is QuickJS's stack limit in bytes. Default 512 KiB, capped at 896 KiB.
+	// Stack is QuickJS's stack limit in bytes. Default 512 KiB; the guest keeps it
+	// within [32 KiB, 896 KiB] of its 1 MiB stack.
 	Stack int
 	// OutputBytes bounds the JSON text of the returned value. Default 1 MiB.
 	OutputBytes int
@@ -349,6 +350,11 @@ func guestError(c *call, in *instance, out []byte) error {
 		if e.Message == "" {
 			e.Message = "stack overflow"
 		}
+	case "guest_error":
+		// The guest's own setup failed: not the program's fault, and not an instance to
+		// trust again.
+		in.broken = true
+		e.Code = CodeTrap
 	case CodeSyntaxError, CodeRunMissing, CodeJSError, CodeNotJSON, CodeUnsettled, CodeArgsInvalid:
 	default:
 		// A code outside the ABI: keep the host's promise of stable codes.
