@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdarg.h>
 #include <sys/time.h>
+#include <malloc.h>
 
 #include "quickjs.h"
 #include "cutils.h"
@@ -54,6 +55,12 @@ static size_t out_len;
    turned into a normal result by code that runs after it (a promise rejection
    handler, a finally block in a job). */
 static int interrupted;
+
+/* Set when an allocation was refused during the call (QuickJS's graceful limit, or the
+   wasm memory could not grow). A call that then fails in any way failed for lack of
+   memory, even when QuickJS could not build the error (it throws null) or a promise
+   could not be settled. */
+static int oom_hit;
 
 
 /* ---- libc replacements: no WASI imports ---- */
@@ -279,6 +286,14 @@ static int set_error(const char *code, const char *msg, size_t msg_len,
     return STATUS_ERROR;
 }
 
+/* Whether the error output already carries this code. */
+static int output_has_code(const char *code)
+{
+    char want[64];
+    snprintf(want, sizeof(want), "{\"code\":\"%s\"", code);
+    return out_buf && strncmp(out_buf, want, strlen(want)) == 0;
+}
+
 static int fail(const char *code, const char *msg)
 {
     return set_error(code, msg, strlen(msg), NULL, 0, NULL, 0);
@@ -352,6 +367,68 @@ static JSValue native_syscall(JSContext *ctx, JSValueConst this_val, int argc, J
     js_free(ctx, buf);
     return ret;
 }
+
+/* ---- the runtime's allocator: QuickJS's default, plus oom_hit ---- */
+
+#define MALLOC_OVERHEAD 8
+
+static void *rt_malloc(JSMallocState *s, size_t size)
+{
+    void *p;
+    if (s->malloc_size + size > s->malloc_limit) {
+        oom_hit = 1;
+        return NULL;
+    }
+    p = malloc(size);
+    if (!p) {
+        oom_hit = 1;
+        return NULL;
+    }
+    s->malloc_count++;
+    s->malloc_size += malloc_usable_size(p) + MALLOC_OVERHEAD;
+    return p;
+}
+
+static void rt_free(JSMallocState *s, void *p)
+{
+    if (!p)
+        return;
+    s->malloc_count--;
+    s->malloc_size -= malloc_usable_size(p) + MALLOC_OVERHEAD;
+    free(p);
+}
+
+static void *rt_realloc(JSMallocState *s, void *p, size_t size)
+{
+    size_t old;
+    if (!p)
+        return size ? rt_malloc(s, size) : NULL;
+    old = malloc_usable_size(p);
+    if (size == 0) {
+        rt_free(s, p);
+        return NULL;
+    }
+    if (s->malloc_size + size - old > s->malloc_limit) {
+        oom_hit = 1;
+        return NULL;
+    }
+    p = realloc(p, size);
+    if (!p) {
+        oom_hit = 1;
+        return NULL;
+    }
+    s->malloc_size += malloc_usable_size(p) - old;
+    return p;
+}
+
+static size_t rt_usable_size(const void *p)
+{
+    return malloc_usable_size((void *)p);
+}
+
+static const JSMallocFunctions rt_malloc_funcs = {
+    rt_malloc, rt_free, rt_realloc, rt_usable_size,
+};
 
 /* ---- one call ---- */
 
@@ -743,8 +820,9 @@ EXPORT(libos_run) int32_t libos_run(const char *src, int32_t src_len,
     int ret;
 
     interrupted = 0;
+    oom_hit = 0;
     memset(&c, 0, sizeof(c));
-    c.rt = JS_NewRuntime();
+    c.rt = JS_NewRuntime2(&rt_malloc_funcs, NULL);
     if (!c.rt)
         return fail("out_of_memory", "guest: no memory for a runtime");
     c.mem_limit = mem_limit > 0 ? (size_t)mem_limit : 0;
@@ -763,6 +841,9 @@ EXPORT(libos_run) int32_t libos_run(const char *src, int32_t src_len,
         return fail("out_of_memory", "guest: no memory for a context");
     }
     ret = run_call(&c, src, src_len, args, args_len);
+    if (ret != STATUS_OK && oom_hit && !interrupted &&
+        (output_has_code("js_error") || output_has_code("unsettled") || output_has_code("guest_error")))
+        ret = fail("out_of_memory", "guest: out of memory (the memory limit was reached)");
     JS_FreeContext(c.ctx);
     JS_FreeRuntime(c.rt);
     return ret;
