@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"os"
