@@ -1,12 +1,66 @@
 // Package tools holds the built-in tools of a process, each a schema and a handler:
-// echo, propose_jit_tool, validate_jit_tool, register_jit_tool and the Skill tools.
+// echo, propose_jit_tool, validate_jit_tool, register_jit_tool and the Skill tools;
+// and the call path of the JIT tools a process registers.
 //
 // Its handlers are called by the engine's pipeline and must not bypass it: they never
-// write events or results themselves outside what the engine hands them. Each
-// constructor (Echo, …) returns an engine.Tool that an embedder passes to
-// engine.Open in Config.Builtins; a process enables it by name at Spawn.
+// write tool_called, tool_result or tool_failed events or ToolResults (the engine
+// does), never dispatch a model call, and reach the sandbox only through package wasm
+// and the world only through package syscalls. Each constructor returns engine.Tool
+// values that an embedder passes to engine.Open in Config.Builtins; a process enables
+// them by name at Spawn.
 //
-// Data comes in as an engine.Call (exact, normalised arguments) and leaves as the
-// handler's JSON result, which the engine checks, normalises and persists. Echo, the
-// transport diagnostic, returns its arguments unchanged and touches nothing else.
+// # Wiring
+//
+//	sb, _ := wasm.NewEngine(ctx, wasm.Config{})
+//	st, _ := store.Open(dir, store.Options{})
+//	jit, _ := tools.NewJIT(tools.Config{Store: st, Sandbox: sb})
+//	k, _ := engine.Open(ctx, st, engine.Config{Builtins: append([]engine.Tool{tools.Echo()}, jit.Tools()...)})
+//	err := jit.Attach(ctx, k) // binds the kernel; reinstalls committed JIT bindings
+//	pid, _ := k.Spawn(ctx, engine.ProcessConfig{Capabilities: []string{"clock:now"},
+//		Tools: []string{tools.ProposeName, tools.ValidateName, tools.RegisterName}})
+//
+// `libos validate` uses the lifecycle's checks without a store or kernel:
+//
+//	c, err := tools.ParseCandidate(fileBytes)            // exact JSON, exactly six fields
+//	err = tools.CheckProposal(c, tools.Limits{})          // propose_jit_tool's checks
+//	r := tools.NewValidator(sb, tools.ValidatorConfig{Clock: fixed}).Validate(ctx, c)
+//
+// # The JIT lifecycle
+//
+// propose_jit_tool checks a Candidate (CheckProposal: name, sizes, schemas compiled as
+// JSON Schema 2020-12 with no $ref loaded from anywhere, test and tape shapes; not the
+// source) and that the name is not a tool or binding of the process, then stores a
+// candidate owned by the calling PID in state proposed, with a jit_proposed event in
+// the same batch, and returns {candidate_id} (tcand_ + 128 random bits).
+//
+// validate_jit_tool {candidate_id} runs Validator.Validate (jsbundle's static checks,
+// the schema portability lint and args/expected-vs-schema findings as warnings, then
+// every test in a fresh JavaScript context under its syscall tape, with the fixed
+// ValidationTime and ValidationSeed) and stores the Report as a validation attempt,
+// the state change (validated or rejected) and a jit_validated event in one batch.
+// A settled candidate is refused (already_settled), never validated again.
+//
+// register_jit_tool {candidate_id} validates a proposed candidate first, refuses
+// rejected, registered and colliding ones, compiles the program once, and installs the
+// tool with engine.Kernel.InstallTool, whose batch carries the state change, the
+// Binding (scope ephemeral_process, tool_ + 128 random bits) and a jit_registered
+// event. It returns {tool_id, name, scope}.
+//
+// Missing, malformed and other processes' candidates all get the same not_found.
+// Every refusal is a typed *Error whose code the engine records in the call's
+// tool_failed event.
+//
+// A JIT tool call reaches its handler only after the engine has checked the arguments
+// against the stored input schema. The handler runs the cached program in the sandbox
+// with the calling process's authority (syscalls.Router.For with the call's PID,
+// capabilities and depth); every syscall decision is audited by the router. The
+// engine then checks the result against the output schema; a failure there does not
+// undo syscalls that ran. A program that lets a refused syscall escape fails with the
+// syscall's code (capability_denied, …); other sandbox failures keep wasm's code.
+//
+// # Data
+//
+// In: engine.Call arguments (exact JSON), candidates and bindings from package store.
+// Out: candidates, validation attempts, bindings and jit_* events to package store;
+// JIT tools to the kernel's process tool table; results to the engine's pipeline.
 package tools
