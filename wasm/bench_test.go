@@ -79,6 +79,37 @@ func BenchmarkSyscallRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/syscall")
 }
 
+// The host's share of one syscall: the syscall and syscall_take imports called directly
+// on a real instance's memory, with a Syscaller that echoes. What BenchmarkSyscallRoundTrip
+// measures beyond this is the guest's (Promise, JSON both ways, job queue).
+func BenchmarkHostSyscall(b *testing.B) {
+	e := newHostTestEngine(b, Config{})
+	ctx := context.Background()
+	in, err := e.get(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.close(ctx)
+	c := &call{ctx: ctx, parent: ctx, sys: echoSyscaller, lim: e.resolve(Limits{}), deadline: time.Duration(1 << 62)}
+	cctx := context.WithValue(ctx, callKey{}, c)
+	name, args := []byte("clock.now"), []byte(`{"timezone":"UTC"}`)
+	np, _ := in.write(cctx, name)
+	ap, _ := in.write(cctx, args)
+	op, _ := in.write(cctx, make([]byte, 256))
+	stack := make([]uint64, 4)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.syscalls = 0
+		stack[0], stack[1], stack[2], stack[3] = uint64(np), uint64(len(name)), uint64(ap), uint64(len(args))
+		hostSyscall(cctx, in.mod, stack)
+		if int32(stack[0]) <= 0 {
+			b.Fatal("syscall refused")
+		}
+		stack[0] = uint64(op)
+		hostSyscallTake(cctx, in.mod, stack[:1])
+	}
+}
+
 // A whole async run that awaits one syscall.
 func BenchmarkAsyncRunOneSyscall(b *testing.B) {
 	e := newHostTestEngine(b, Config{})
