@@ -370,3 +370,38 @@ func TestNotAttached(t *testing.T) {
 		t.Fatalf("NewJIT without store: %v", err)
 	}
 }
+
+// TestConcurrentSettlement: concurrent validations or registrations of one candidate
+// settle it once; the others are refused.
+func TestConcurrentSettlement(t *testing.T) {
+	w := newWorld(t)
+	for _, tool := range []string{tools.ValidateName, tools.RegisterName} {
+		pid := w.spawn(t, engine.Direct)
+		id := w.propose(t, pid, candidateJSON(t, "good_clock_now.json"))
+		const n = 4
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			go func() {
+				_, err := w.call(t, pid, tool, idArg(id))
+				errs <- err
+			}()
+		}
+		ok := 0
+		for i := 0; i < n; i++ {
+			err := <-errs
+			switch {
+			case err == nil:
+				ok++
+			case !errors.Is(err, tools.ErrAlreadySettled) && !errors.Is(err, tools.ErrAlreadyRegistered) && !errors.Is(err, tools.ErrNameConflict):
+				t.Fatalf("%s: unexpected refusal %v", tool, err)
+			}
+		}
+		c, _ := w.st.Candidate(pid, id)
+		if ok != 1 || len(c.Validations) != 1 {
+			t.Fatalf("%s: %d successes and %d recorded validations, want 1 and 1", tool, ok, len(c.Validations))
+		}
+		if bs, _ := w.st.Bindings(pid); tool == tools.RegisterName && len(bs) != 1 {
+			t.Fatalf("%d bindings", len(bs))
+		}
+	}
+}
