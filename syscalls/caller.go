@@ -155,8 +155,8 @@ func AutoDeny(reason string) Approver {
 // (lookup, schema validation, budgets, events, sandbox). depth is the nesting depth of
 // the call being made (1 for a tools.call from a tool the model called); the engine
 // passes it back as Caller.Depth for the syscalls of that nested tool. An error that is
-// (or wraps) an *Error keeps its code in the guest; any other error becomes
-// provider_failed.
+// (or wraps) an *Error, or that has an ErrorCode() string method (the engine's errors),
+// keeps its code in the guest; any other error becomes provider_failed.
 type ToolCaller interface {
 	CallTool(ctx context.Context, pid, tool string, args json.RawMessage, depth int) (json.RawMessage, error)
 }

@@ -267,5 +267,15 @@ func runToolsCall(ctx context.Context, c *call) (json.RawMessage, error) {
 	if err != nil {
 		return nil, argErr(c, "arguments is not JSON")
 	}
-	return c.caller.Tools.CallTool(ctx, c.caller.PID, c.str("tool"), args, depth)
+	out, err := c.caller.Tools.CallTool(ctx, c.caller.PID, c.str("tool"), args, depth)
+	if err != nil {
+		// The engine's errors carry a stable code meant for the model (unknown_tool,
+		// schema_invalid, …): keep it, so the guest sees the same code the model would.
+		var se *Error
+		var coded interface{ ErrorCode() string }
+		if !errors.As(err, &se) && errors.As(err, &coded) && coded.ErrorCode() != "" {
+			return nil, errorf(coded.ErrorCode(), err.Error(), err)
+		}
+	}
+	return out, err
 }

@@ -80,6 +80,12 @@ func codeOf(err error) string {
 	return ""
 }
 
+// codedErr stands for the engine's errors, which expose their code by ErrorCode.
+type codedErr struct{ code string }
+
+func (e codedErr) Error() string     { return "engine: " + e.code }
+func (e codedErr) ErrorCode() string { return e.code }
+
 // echoTools is a tool table of two real tools: echo returns its arguments, and
 // recurse calls tools.call on itself through the router, as a JIT tool would.
 type echoTools struct {
@@ -96,6 +102,8 @@ func (e *echoTools) CallTool(ctx context.Context, pid, tool string, args json.Ra
 		return b.Syscall(ctx, "tools.call", json.RawMessage(`{"tool":"recurse","arguments":{}}`))
 	case "refuses":
 		return nil, &Error{Code: "schema_invalid", Message: "engine: arguments do not match the input schema"}
+	case "coded":
+		return nil, fmt.Errorf("tools.call: %w", codedErr{"unknown_tool"})
 	}
 	return nil, fmt.Errorf("engine: no tool %q", tool)
 }
@@ -529,6 +537,12 @@ func TestToolsCall(t *testing.T) {
 	t.Run("the engine's typed refusal keeps its code", func(t *testing.T) {
 		_, err := b.Syscall(context.Background(), "tools.call", json.RawMessage(`{"tool":"refuses","arguments":{}}`))
 		if codeOf(err) != "schema_invalid" {
+			t.Fatal(err)
+		}
+	})
+	t.Run("an engine error with ErrorCode keeps its code", func(t *testing.T) {
+		_, err := b.Syscall(context.Background(), "tools.call", json.RawMessage(`{"tool":"coded","arguments":{}}`))
+		if codeOf(err) != "unknown_tool" {
 			t.Fatal(err)
 		}
 	})
