@@ -97,13 +97,20 @@ type ValidatorConfig struct {
 	// Run bounds each test's run in the sandbox. Zero fields are the sandbox's
 	// defaults, except WallTime, which defaults to DefaultTestWallTime.
 	Run wasm.Limits
+	// WallTime bounds the whole validation's test runs; tests that would start after
+	// it ran out fail with limit_exceeded. Zero means DefaultValidationWallTime.
+	WallTime time.Duration
 	// Clock gives Report.ValidatedAt; nil means time.Now. Tools that print reports
 	// (the CLI) pass a fixed clock to keep their output deterministic.
 	Clock func() time.Time
 }
 
-// DefaultTestWallTime is each test's wall time when ValidatorConfig.Run sets none.
-const DefaultTestWallTime = time.Second
+// Default wall times: each test's, when ValidatorConfig.Run sets none, and the whole
+// validation's.
+const (
+	DefaultTestWallTime       = time.Second
+	DefaultValidationWallTime = 10 * time.Second
+)
 
 // Validator runs validations on a sandbox. It is safe for concurrent use and holds no
 // state between validations.
@@ -111,12 +118,16 @@ type Validator struct {
 	sandbox *wasm.Engine
 	limits  Limits
 	run     wasm.Limits
+	total   time.Duration
 	clock   func() time.Time
 }
 
 // NewValidator returns a validator running tests on sandbox.
 func NewValidator(sandbox *wasm.Engine, cfg ValidatorConfig) *Validator {
-	v := &Validator{sandbox: sandbox, limits: cfg.Limits.withDefaults(), run: cfg.Run, clock: cfg.Clock}
+	v := &Validator{sandbox: sandbox, limits: cfg.Limits.withDefaults(), run: cfg.Run, total: cfg.WallTime, clock: cfg.Clock}
+	if v.total <= 0 {
+		v.total = DefaultValidationWallTime
+	}
 	if v.run.WallTime <= 0 {
 		v.run.WallTime = DefaultTestWallTime
 	}
@@ -181,8 +192,20 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 	if prog == nil {
 		return r
 	}
+	runCtx, cancel := context.WithTimeout(ctx, v.total)
+	defer cancel()
 	for i, tc := range p.tests {
-		tr := v.runTest(ctx, prog, i, tc, &r)
+		var tr TestResult
+		if runCtx.Err() != nil && ctx.Err() == nil {
+			tr = TestResult{Index: i, Error: &Diagnostic{Code: wasm.CodeLimitExceeded, Test: intp(i),
+				Message: fmt.Sprintf("test %d: not run: the validation's wall time of %v ran out", i, v.total)}}
+		} else {
+			tr = v.runTest(runCtx, prog, i, tc, &r)
+			if tr.Error != nil && tr.Error.Code == wasm.CodeCanceled && ctx.Err() == nil {
+				tr.Error.Code = wasm.CodeLimitExceeded
+				tr.Error.Message = clip(fmt.Sprintf("test %d: stopped: the validation's wall time of %v ran out", i, v.total))
+			}
+		}
 		if tr.Error != nil {
 			r.addError(*tr.Error)
 		}

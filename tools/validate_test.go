@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/tools"
+	"github.com/agentlibos/libos/wasm"
 )
 
 func fixedValidator(t testing.TB) *tools.Validator {
@@ -162,5 +163,22 @@ func TestReportBounded(t *testing.T) {
 	b, _ := json.Marshal(r)
 	if len(b) > 128<<10 {
 		t.Fatalf("the report is %d bytes", len(b))
+	}
+}
+
+// TestValidationWallTime: a validation as a whole is bounded in time, not only each
+// test: what did not finish fails with limit_exceeded.
+func TestValidationWallTime(t *testing.T) {
+	v := tools.NewValidator(sandbox(t), tools.ValidatorConfig{WallTime: 300 * time.Millisecond, Run: wasm.Limits{WallTime: 5 * time.Second}})
+	c := loadCandidate(t, "bad_runaway_loop.json")
+	c.Tests = json.RawMessage(`[{"args":{},"expected":{},"syscalls":[]},{"args":{},"expected":{},"syscalls":[]}]`)
+	start := time.Now()
+	r := v.Validate(context.Background(), c)
+	if time.Since(start) > 4*time.Second {
+		t.Fatalf("the validation ran %v", time.Since(start))
+	}
+	if r.OK || len(r.Tests) != 2 || r.Tests[0].Error.Code != "limit_exceeded" || r.Tests[1].Error.Code != "limit_exceeded" ||
+		!strings.Contains(r.Tests[1].Error.Message, "validation's wall time") {
+		t.Fatalf("%s", mustJSON(r))
 	}
 }
