@@ -110,8 +110,13 @@ func hostNowMs(ctx context.Context, stack []uint64) {
 			c.faulted("clock panicked: %v", r)
 		}
 	}()
-	stack[0] = api.EncodeF64(float64(c.now().UnixMilli()))
+	ms := min(max(c.now().UnixMilli(), -maxDateMs), maxDateMs)
+	stack[0] = api.EncodeF64(float64(ms))
 }
+
+// maxDateMs is the edge of the time range a JavaScript Date can hold (±10^8 days); a
+// caller's clock outside it is held at the edge rather than overflowing in the guest.
+const maxDateMs = 8.64e15
 
 // monoBase anchors call deadlines on the monotonic clock.
 var monoBase = time.Now()

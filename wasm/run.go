@@ -272,7 +272,7 @@ func (in *instance) write(ctx context.Context, b []byte) (uint32, error) {
 	st[0] = uint64(len(b))
 	if err := in.alloc.CallWithStack(ctx, st); err != nil {
 		in.broken = true
-		return 0, &Error{Code: CodeTrap, Message: "guest allocation trapped: " + err.Error()}
+		return 0, &Error{Code: CodeTrap, Message: "guest allocation trapped: " + firstLine(err)}
 	}
 	p := api.DecodeU32(st[0])
 	if p == 0 && len(b) > 0 {
@@ -303,12 +303,12 @@ func (in *instance) output(ctx context.Context) ([]byte, error) {
 	st := in.stack[:1]
 	if err := in.outPtr.CallWithStack(ctx, st); err != nil {
 		in.broken = true
-		return nil, &Error{Code: CodeTrap, Message: err.Error()}
+		return nil, &Error{Code: CodeTrap, Message: firstLine(err)}
 	}
 	p := api.DecodeU32(st[0])
 	if err := in.outLen.CallWithStack(ctx, st); err != nil {
 		in.broken = true
-		return nil, &Error{Code: CodeTrap, Message: err.Error()}
+		return nil, &Error{Code: CodeTrap, Message: firstLine(err)}
 	}
 	n := api.DecodeU32(st[0])
 	b, ok := in.mem.Read(p, n)
@@ -388,10 +388,7 @@ func stopError(c *call, r stopReason) error {
 
 // trapError classifies an error from libos_run: the instance is gone either way.
 func trapError(c *call, in *instance, err error) error {
-	msg := err.Error()
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i] // drop wazero's wasm stack trace
-	}
+	msg := firstLine(err)
 	switch {
 	case c.stopped() == stopFault:
 		return &Error{Code: CodeTrap, Message: c.fault}
@@ -407,4 +404,14 @@ func trapError(c *call, in *instance, err error) error {
 		}
 	}
 	return &Error{Code: CodeTrap, Message: msg}
+}
+
+// firstLine drops the wasm stack trace wazero appends to a trap: it names guest-internal
+// functions and addresses, which say nothing to the caller.
+func firstLine(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
 }

@@ -405,6 +405,22 @@ func TestRunConcurrent(t *testing.T) {
 
 // The host process survives every guest failure, including a panic in a host function
 // it calls on the guest's behalf.
+// A caller's clock outside the range of a JavaScript Date is held at its edge.
+func TestRunClockRange(t *testing.T) {
+	e := hostTestEngine(t)
+	for _, tc := range []struct {
+		ms   int64
+		want string
+	}{
+		{9e18, "8640000000000000"}, {-9e18, "-8640000000000000"}, {0, "0"}, {1767323045678, "1767323045678"},
+	} {
+		res := mustRun(t, e, `function run() { return Date.now(); }`, `{}`, nil, Options{Now: func() time.Time { return time.UnixMilli(tc.ms) }})
+		if string(res.Value) != tc.want {
+			t.Errorf("clock at %d ms: Date.now() = %s, want %s", tc.ms, res.Value, tc.want)
+		}
+	}
+}
+
 func TestRunClockPanic(t *testing.T) {
 	e := hostTestEngine(t)
 	_, err := e.Run(hostCtx(t), `function run() { return Date.now(); }`, nil, nil,
@@ -414,6 +430,31 @@ func TestRunClockPanic(t *testing.T) {
 		t.Errorf("Message = %q", we.Message)
 	}
 	checkHealthy(t, e)
+}
+
+// "A trap ... means the instance is unusable; the host discards it" and "the host process
+// survives every guest failure": corrupt a pooled instance's heap as a guest bug would,
+// and the next call traps with a typed error, after which the engine works again.
+func TestRunSurvivesTrap(t *testing.T) {
+	e := newHostTestEngine(t, Config{PoolSize: 1})
+	for _, fill := range []byte{0x00, 0xAB, 0xFF} {
+		t.Run(fmt.Sprintf("heap filled with %#x", fill), func(t *testing.T) {
+			checkHealthy(t, e) // leaves one instance in the pool
+			in, err := e.get(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			const stackTop = 1 << 20 // the guest's stack comes first; its heap follows
+			in.mem.Write(stackTop, bytes.Repeat([]byte{fill}, int(in.mem.Size())-stackTop))
+			e.put(context.Background(), in)
+			_, err = e.Run(hostCtx(t), sumProgram, json.RawMessage(sumArgs), nil, Options{})
+			we := wantError(t, err, CodeTrap, "")
+			if strings.Contains(we.Message, "\n") {
+				t.Errorf("Message carries the wasm stack trace: %q", we.Message)
+			}
+			checkHealthy(t, e)
+		})
+	}
 }
 
 func TestRunOutputLimit(t *testing.T) {
