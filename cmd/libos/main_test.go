@@ -17,6 +17,9 @@ import (
 // tests run what users install, not the package's functions.
 var libosBin string
 
+// cacheDir is the XDG cache shared by every child, so the guest is compiled once.
+var cacheDir string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "libos-e2e-")
 	if err != nil {
@@ -24,6 +27,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	libosBin = filepath.Join(dir, "libos")
+	cacheDir = filepath.Join(dir, "cache")
 	build := exec.Command("go", "build", "-o", libosBin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -45,10 +49,17 @@ type result struct {
 // test touches the user's data.
 func libos(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
+	return libosAt(t, "", stdin, args...)
+}
+
+// libosAt runs the binary in dir ("" for the test's directory).
+func libosAt(t *testing.T, dir, stdin string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, libosBin, args...)
 	cmd.Env = testEnv(t)
+	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -66,11 +77,11 @@ func libos(t *testing.T, stdin string, args ...string) result {
 }
 
 // testEnv is the environment of a libos child: LIBOS_DATA points into the test's
-// temporary directory.
+// temporary directory and the compilation cache into the test binary's.
 func testEnv(t *testing.T) []string {
-	env := []string{"LIBOS_DATA=" + filepath.Join(t.TempDir(), "default-store")}
+	env := []string{"LIBOS_DATA=" + filepath.Join(t.TempDir(), "default-store"), "XDG_CACHE_HOME=" + cacheDir}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LIBOS_DATA=") {
+		if !strings.HasPrefix(kv, "LIBOS_DATA=") && !strings.HasPrefix(kv, "XDG_CACHE_HOME=") {
 			env = append(env, kv)
 		}
 	}

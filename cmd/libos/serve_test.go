@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -262,5 +263,118 @@ func TestServeHTTP(t *testing.T) {
 	r := libos(t, "", "events", pid, "--verify", "--data", data)
 	if r.code != 0 || strings.Count(r.stdout, "tool_result") != 2 || strings.Count(r.stdout, "protocol_rejected") != 4 {
 		t.Fatalf("events --verify: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// checkJIT authors the seed's clock tool over MCP and calls it in the served
+// process's projection: "registering a JIT tool sends
+// notifications/tools/list_changed"; in direct mode the JIT tool is "its own function
+// with its stored input schema"; in multiplexed mode it is reached only through
+// run_jit_tool and "a direct call to a registered JIT name is rejected".
+func checkJIT(t *testing.T, ctx context.Context, c *mcpClient, projection string) {
+	t.Helper()
+	cand, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata", "candidates", "good_clock_now.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.call(ctx, "propose_jit_tool", string(cand))
+	if err != nil || res.IsError {
+		t.Fatalf("propose_jit_tool: %v %+v", err, res)
+	}
+	var proposed struct {
+		CandidateID string `json:"candidate_id"`
+	}
+	if err := json.Unmarshal([]byte(textOf(t, res)), &proposed); err != nil || !strings.HasPrefix(proposed.CandidateID, "tcand_") {
+		t.Fatalf("propose_jit_tool answered %s", textOf(t, res))
+	}
+	idArgs := `{"candidate_id":"` + proposed.CandidateID + `"}`
+	res, err = c.call(ctx, "validate_jit_tool", idArgs)
+	if err != nil || res.IsError || !strings.Contains(textOf(t, res), `"ok":true`) {
+		t.Fatalf("validate_jit_tool: %v %+v", err, res)
+	}
+	for len(c.changed) > 0 {
+		<-c.changed
+	}
+	res, err = c.call(ctx, "register_jit_tool", idArgs)
+	if err != nil || res.IsError || !strings.Contains(textOf(t, res), `"scope":"ephemeral_process"`) {
+		t.Fatalf("register_jit_tool: %v %+v", err, res)
+	}
+	select {
+	case <-c.changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after register_jit_tool")
+	}
+	names := c.toolNames(t, ctx)
+	switch projection {
+	case "direct":
+		if !contains(names, "clock_now") || contains(names, "run_jit_tool") {
+			t.Fatalf("direct projection after registration lists %v", names)
+		}
+		list, _ := c.cs.ListTools(ctx, nil)
+		for _, tool := range list.Tools {
+			if tool.Name == "clock_now" {
+				schema, _ := json.Marshal(tool.InputSchema)
+				if !strings.Contains(string(schema), `"maxLength":64`) || !strings.Contains(string(schema), `"additionalProperties":false`) {
+					t.Errorf("clock_now's listed input schema is not its stored schema: %s", schema)
+				}
+			}
+		}
+		res, err = c.call(ctx, "clock_now", `{"timezone":"UTC"}`)
+	case "multiplexed":
+		if contains(names, "clock_now") || !contains(names, "run_jit_tool") {
+			t.Fatalf("multiplexed projection after registration lists %v", names)
+		}
+		direct, err := c.call(ctx, "clock_now", `{"timezone":"UTC"}`)
+		if err != nil || !direct.IsError || !strings.HasPrefix(textOf(t, direct), "unknown_tool: ") {
+			t.Fatalf("a direct call to the JIT name in multiplexed mode: %v %+v", err, direct)
+		}
+		res, err = c.call(ctx, "run_jit_tool", `{"tool_name":"clock_now","arguments":{"timezone":"UTC"}}`)
+	}
+	if err != nil || res.IsError {
+		t.Fatalf("calling clock_now (%s): %v %+v", projection, err, res)
+	}
+	if !regexp.MustCompile(`^\{"iso8601":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\+00:00|Z)","timezone":"UTC"\}$`).MatchString(textOf(t, res)) {
+		t.Errorf("clock_now returned %s", textOf(t, res))
+	}
+
+	// "the nested arguments are validated against that JIT tool's input schema":
+	// rejected before execution, as a tool error with its code.
+	bad := `{"timezone":5}`
+	name := "clock_now"
+	if projection == "multiplexed" {
+		name, bad = "run_jit_tool", `{"tool_name":"clock_now","arguments":{"timezone":5}}`
+	}
+	res, err = c.call(ctx, name, bad)
+	if err != nil || !res.IsError || !strings.HasPrefix(textOf(t, res), "schema_invalid: ") {
+		t.Fatalf("schema-invalid call: %v %+v", err, res)
+	}
+}
+
+func TestServeJIT(t *testing.T) {
+	for _, transport := range []string{"stdio", "http"} {
+		for _, projection := range []string{"direct", "multiplexed"} {
+			t.Run(transport+"/"+projection, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				data := filepath.Join(t.TempDir(), "store")
+				var tr mcp.Transport
+				var stop func()
+				if transport == "stdio" {
+					cmd := exec.Command(libosBin, "serve", "--data", data, "--projection", projection)
+					cmd.Env = testEnv(t)
+					tr = &mcp.CommandTransport{Command: cmd}
+				} else {
+					url, cmd, _ := startHTTP(t, "--data", data, "--projection", projection)
+					tr = &mcp.StreamableClientTransport{Endpoint: url}
+					stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
+				}
+				c := newClient(t, ctx, tr)
+				checkJIT(t, ctx, c, projection)
+				if stop != nil {
+					stop()
+				}
+				_ = c.cs.Close()
+			})
+		}
 	}
 }

@@ -68,14 +68,14 @@ func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	s.srv.AddReceivingMiddleware(s.intercept)
-	if err := s.sync(); err != nil {
+	if err := s.sync(false); err != nil {
 		return nil, err
 	}
 	s.unsub = k.OnToolsChanged(func(changed string) {
 		if changed != pid {
 			return
 		}
-		if err := s.sync(); err != nil {
+		if err := s.sync(true); err != nil {
 			s.log.Error("mcp: could not refresh the tool list", "pid", pid, "err", err)
 		}
 	})
@@ -94,8 +94,11 @@ func (s *Server) Close() {
 
 // sync makes the SDK's registry equal to the projection: tools added or changed are
 // (re)added, tools gone are removed. The SDK sends list_changed for each change,
-// debounced.
-func (s *Server) sync() error {
+// debounced. With always, a change the kernel reported that leaves the rendered list
+// as it was (a JIT tool registered under the multiplexed projection, which hides it)
+// is still announced: the kernel decides what a change is, and a client that lists
+// again simply finds the same list.
+func (s *Server) sync(always bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defs, err := s.k.Tools(s.pid)
@@ -114,12 +117,11 @@ func (s *Server) sync() error {
 		return fmt.Errorf("mcp: the rendered tool list has %d entries for %d tools", len(items), len(defs))
 	}
 	seen := map[string]bool{}
+	changed := false
+	var first *mcp.Tool
 	for i, raw := range items {
 		d := defs[i]
 		seen[d.Name] = true
-		if s.mirrored[d.Name] == string(raw) {
-			continue
-		}
 		var t mcp.Tool
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return fmt.Errorf("mcp: decode the rendering of %s: %w", d.Name, err)
@@ -131,8 +133,15 @@ func (s *Server) sync() error {
 		if len(d.OutputSchema) > 0 {
 			t.OutputSchema = d.OutputSchema
 		}
+		if first == nil {
+			first = &t
+		}
+		if s.mirrored[d.Name] == string(raw) {
+			continue
+		}
 		s.srv.AddTool(&t, s.handler)
 		s.mirrored[d.Name] = string(raw)
+		changed = true
 	}
 	var gone []string
 	for name := range s.mirrored {
@@ -146,6 +155,11 @@ func (s *Server) sync() error {
 		for _, n := range gone {
 			delete(s.mirrored, n)
 		}
+		changed = true
+	}
+	if always && !changed && first != nil {
+		// Adding a tool again, unchanged, is how the SDK is told to announce a change.
+		s.srv.AddTool(first, s.handler)
 	}
 	return nil
 }
