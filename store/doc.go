@@ -31,8 +31,8 @@
 // PID), Binding/Bindings, ToolResult, Approval/Approvals, Checkpoint/Checkpoints,
 // Budget/Budgets, KVGet, KVList (prefix, cursor, limit).
 // Writers (on Tx): Append, PutProcess, CreateCandidate, PutCandidate, AddBinding,
-// PutToolResult, PutApproval, AddCheckpoint, Charge, KVPut, KVDelete; Store has
-// one-call forms of Append, Charge, KVPut and KVDelete.
+// DeleteBinding, PutToolResult, PutApproval, AddCheckpoint, Charge, KVPut, KVDelete;
+// Store has one-call forms of Append, Charge, KVPut and KVDelete.
 //
 // # Guarantees
 //

@@ -61,12 +61,16 @@ type ValidationAttempt struct {
 
 // Binding registers a JIT tool name in a process. Names are unique per process.
 type Binding struct {
-	PID         string    `json:"pid"`
-	Name        string    `json:"name"`
-	ToolID      string    `json:"tool_id"`
-	CandidateID string    `json:"candidate_id"`
-	Scope       string    `json:"scope"` // "ephemeral_process"
-	Created     time.Time `json:"created"`
+	PID         string `json:"pid"`
+	Name        string `json:"name"`
+	ToolID      string `json:"tool_id"`
+	CandidateID string `json:"candidate_id"`
+	// CandidatePID owns the candidate when it is not PID: a binding re-created in a
+	// fork of a checkpoint keeps pointing at the original process's candidate, which
+	// stays owned by that process. Empty means PID.
+	CandidatePID string    `json:"candidate_pid,omitempty"`
+	Scope        string    `json:"scope"` // "ephemeral_process"
+	Created      time.Time `json:"created"`
 }
 
 // ToolResult is the normalised result of one settled tool call.

@@ -602,3 +602,34 @@ func TestOpenDirAndFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeleteBinding: an operator's revocation removes the binding (the name is free
+// again) and a name that is not bound is not_found; a fork's binding keeps the PID
+// that owns its candidate.
+func TestDeleteBinding(t *testing.T) {
+	s, _ := openMem(t)
+	ctx := context.Background()
+	if err := s.Update(ctx, func(tx *Tx) error {
+		return tx.AddBinding(Binding{PID: "pid_2", Name: "t", ToolID: "tool_1", CandidateID: "tcand_1", CandidatePID: "pid_1", Scope: "ephemeral_process"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.Binding("pid_2", "t"); err != nil || b.CandidatePID != "pid_1" {
+		t.Fatalf("binding = %+v, %v", b, err)
+	}
+	var got Binding
+	if err := s.Update(ctx, func(tx *Tx) error {
+		var err error
+		got, err = tx.DeleteBinding("pid_2", "t")
+		return err
+	}); err != nil || got.ToolID != "tool_1" {
+		t.Fatalf("DeleteBinding = %+v, %v", got, err)
+	}
+	if _, err := s.Binding("pid_2", "t"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after delete: %v, want not_found", err)
+	}
+	err := s.Update(ctx, func(tx *Tx) error { _, err := tx.DeleteBinding("pid_2", "t"); return err })
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v, want not_found", err)
+	}
+}

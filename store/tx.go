@@ -254,6 +254,23 @@ func (tx *Tx) AddBinding(b Binding) error {
 	return tx.putJSON(bindKey(b.PID, b.Name), b)
 }
 
+// DeleteBinding removes the binding of name in pid and returns it; a name that is
+// not bound is not_found. Used for an operator's revocation of a JIT tool: the
+// candidate and the event log keep the history.
+func (tx *Tx) DeleteBinding(pid, name string) (Binding, error) {
+	if err := tx.check(); err != nil {
+		return Binding{}, err
+	}
+	b, err := tx.Binding(pid, name)
+	if err != nil {
+		return Binding{}, err
+	}
+	if err := tx.b.Delete(bindKey(pid, name), nil); err != nil {
+		return Binding{}, errorf(CodeIO, err, "stage write")
+	}
+	return b, nil
+}
+
 // PutToolResult persists the result of call r.CallID. A call has at most one
 // result: a second one is a conflict. Created is set now.
 func (tx *Tx) PutToolResult(r ToolResult) error {
