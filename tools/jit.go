@@ -446,7 +446,18 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 		return nil, &Error{Code: CodeAlreadyRegistered, CandidateID: id, Message: settled(c) + "; a candidate is registered once"}
 	case StateRejected:
 		return nil, &Error{Code: CodeCandidateRejected, CandidateID: id, Message: settled(c) + "; only an ok validation is eligible: propose a corrected candidate"}
-	case StateProposed:
+	case StateProposed, StateValidated:
+	default:
+		return nil, errorf(CodeStorage, "candidate %s has unknown state %q", id, c.State)
+	}
+	// A collision is refused before any validation runs; InstallTool checks again
+	// atomically with the write.
+	if why, err := j.nameTaken(k, call.PID, c.Name); err != nil {
+		return nil, err
+	} else if why != "" {
+		return nil, &Error{Code: CodeNameConflict, CandidateID: id, Message: why + "; there is no replacement: stop, or propose a genuinely distinct contract under another name"}
+	}
+	if c.State == StateProposed {
 		rep, err := j.validateAndRecord(ctx, call.PID, c, true)
 		if err != nil {
 			return nil, err
@@ -455,14 +466,6 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 			return nil, &Error{Code: CodeValidationFailed, CandidateID: id, Report: &rep,
 				Message: fmt.Sprintf("candidate %s was validated first and failed (now rejected; the diagnostics are recorded): %s", id, summary(rep))}
 		}
-	case StateValidated:
-	default:
-		return nil, errorf(CodeStorage, "candidate %s has unknown state %q", id, c.State)
-	}
-	if why, err := j.nameTaken(k, call.PID, c.Name); err != nil {
-		return nil, err
-	} else if why != "" {
-		return nil, &Error{Code: CodeNameConflict, CandidateID: id, Message: why + "; there is no replacement: stop, or propose a genuinely distinct contract under another name"}
 	}
 	b := store.Binding{PID: call.PID, Name: c.Name, ToolID: newID("tool_"), CandidateID: id, Scope: ScopeEphemeralProcess}
 	tool, err := j.tool(c, b)
@@ -496,11 +499,12 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 	switch {
 	case refusal != nil && errors.Is(err, refusal):
 		return nil, refusal
+	// The kernel's error is not wrapped: the pipeline would take its code for ours.
 	case errors.Is(err, engine.ErrToolConflict):
-		return nil, &Error{Code: CodeNameConflict, CandidateID: id, Err: err,
+		return nil, &Error{Code: CodeNameConflict, CandidateID: id,
 			Message: fmt.Sprintf("%q is already a tool or binding of this process; there is no replacement", c.Name)}
 	case err != nil:
-		return nil, &Error{Code: CodeStorage, CandidateID: id, Message: "register: " + err.Error(), Err: err}
+		return nil, &Error{Code: CodeStorage, CandidateID: id, Message: "register: " + err.Error()}
 	}
 	return json.Marshal(struct {
 		ToolID string `json:"tool_id"`

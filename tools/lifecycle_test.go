@@ -244,6 +244,13 @@ func TestRegisterCollisions(t *testing.T) {
 	if after != before {
 		t.Fatalf("the binding was replaced: %+v → %+v", before, after)
 	}
+	if c, _ := w.st.Candidate(pid, second); c.State != tools.StateProposed || len(c.Validations) != 0 {
+		t.Fatalf("a registration refused for a collision does not validate first: %s, %d attempts", c.State, len(c.Validations))
+	}
+	w.mustCall(t, pid, tools.ValidateName, idArg(second))
+	if _, err := w.call(t, pid, tools.RegisterName, idArg(second)); !errors.Is(err, tools.ErrNameConflict) {
+		t.Fatalf("validated, then registered under a bound name: %v", err)
+	}
 	if c, _ := w.st.Candidate(pid, second); c.State != tools.StateValidated {
 		t.Fatalf("the refused candidate is %s, want still validated", c.State)
 	}
