@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentlibos/libos/cmd/libos/internal/diag"
+)
+
+// TestDemo: "libos demo — what make run runs" exits 0 and walks the whole pipeline.
+func TestDemo(t *testing.T) {
+	r := libos(t, "", "demo")
+	if r.code != 0 {
+		t.Fatalf("demo exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"propose_jit_tool", "run_jit_tool", "capability_denied", "schema_invalid", "all three logs verify", "libos serve", "demo complete"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the demo never shows %q", want)
+		}
+	}
+}
+
+// TestDiagnoseDefaultImage: "libos diagnose passes on the default image", in both
+// projections, with every item of the Skill's completion evidence in the report.
+func TestDiagnoseDefaultImage(t *testing.T) {
+	for _, proj := range []string{"direct", "multiplexed"} {
+		t.Run(proj, func(t *testing.T) {
+			r := libos(t, "", "diagnose", "--json", "--projection", proj)
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			var rep diag.Report
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatal(err)
+			}
+			e := rep.Echo
+			switch {
+			case !rep.OK || rep.Projection != proj:
+				t.Errorf("ok=%v projection=%s", rep.OK, rep.Projection)
+			case e.Function != "echo" || !strings.Contains(string(e.Arguments), "9007199254740993") || strings.Contains(string(e.Arguments), `{"action"`):
+				t.Errorf("the exact function and object: %s %s", e.Function, e.Arguments)
+			case !e.Dispatched || e.CallID == "" || strings.Join(e.Events, ",") != "tool_called,tool_result":
+				t.Errorf("whether the call reached echo: %+v", e.Call)
+			case !e.Match || len(e.Comparison) < 20:
+				t.Errorf("a semantic expected-versus-observed comparison: %+v", e.Comparison)
+			case !e.Limits.Within || e.Limits.Truncated || e.Limits.MaxArgumentBytes == 0:
+				t.Errorf("size-limit status: %+v", e.Limits)
+			case len(rep.NotTested) == 0:
+				t.Errorf("the remaining layers not tested by Echo are missing")
+			}
+			text := libos(t, "", "diagnose", "--projection", proj)
+			if text.code != 0 || !strings.Contains(text.stdout, "dispatched  yes") || !strings.HasSuffix(text.stdout, "PASS\n") {
+				t.Errorf("human report: %d\n%s", text.code, text.stdout)
+			}
+		})
+	}
+}
+
+// TestDiagnoseJIT: "with --jit NAME also the direct call or exact run_jit_tool
+// envelope, a valid case and a schema-invalid case that must be rejected before
+// execution" — against processes of a store that registered the clock tool.
+func TestDiagnoseJIT(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "store")
+	r := libos(t, "", "demo", "--keep")
+	m := regexp.MustCompile(`the store stays in ([^\s)]+)`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || m == nil {
+		t.Fatalf("demo --keep: %d\n%s", r.code, r.stdout)
+	}
+	t.Cleanup(func() { os.RemoveAll(m[1]) })
+	if err := os.Rename(m[1], data); err != nil {
+		t.Fatal(err)
+	}
+	ps := libos(t, "", "ps", "--json", "--data", data)
+	var procs []struct {
+		PID          string   `json:"pid"`
+		Projection   string   `json:"projection"`
+		Capabilities []string `json:"capabilities"`
+	}
+	if err := json.Unmarshal([]byte(ps.stdout), &procs); err != nil || len(procs) != 3 {
+		t.Fatalf("ps: %v\n%s", err, ps.stdout)
+	}
+	for _, p := range procs {
+		denied := len(p.Capabilities) == 1 // the demo's process without clock:now
+		t.Run(p.Projection+map[bool]string{true: "/denied"}[denied], func(t *testing.T) {
+			r := libos(t, "", "diagnose", "--json", "--data", data, "--pid", p.PID, "--jit", "clock_now")
+			var rep diag.Report
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.JIT == nil {
+				t.Fatalf("exit %d: %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+			}
+			j := rep.JIT
+			wantFn := map[string]string{"direct": "clock_now", "multiplexed": "run_jit_tool"}[p.Projection]
+			if j.Valid.Function != wantFn || j.Invalid.Function != wantFn {
+				t.Errorf("function %s/%s, want %s", j.Valid.Function, j.Invalid.Function, wantFn)
+			}
+			if p.Projection == "multiplexed" && !strings.HasPrefix(compact(j.Valid.Arguments), `{"tool_name":"clock_now","arguments":{`) {
+				t.Errorf("not the exact envelope: %s", j.Valid.Arguments)
+			}
+			if !j.InvalidRejectedBeforeExecution || j.Invalid.Dispatched {
+				t.Errorf("the invalid case was not rejected before execution: %+v", j.Invalid)
+			}
+			if denied {
+				// The valid case runs, and the syscall is refused: the check fails.
+				if r.code != 1 || j.OK || j.Valid.Failure == nil || j.Valid.Failure.Code != "capability_denied" {
+					t.Errorf("denied process: exit %d, valid case %+v", r.code, j.Valid)
+				}
+				return
+			}
+			if r.code != 0 || !j.OK || j.Valid.Failure != nil || !strings.Contains(compact(j.Valid.Result), `"timezone":"UTC"`) {
+				t.Errorf("exit %d, valid case %+v", r.code, j.Valid)
+			}
+		})
+	}
+}
+
+// TestInspectCommands: tools, syscalls, ps, events --verify and call on a store.
+func TestInspectCommands(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "store")
+	// The projected list as MCP, OpenAI and Anthropic JSON.
+	for format, key := range map[string]string{"mcp": `"inputSchema"`, "openai": `"parameters"`, "anthropic": `"input_schema"`} {
+		r := libos(t, "", "tools", "--format", format)
+		if r.code != 0 || !strings.Contains(r.stdout, key) || !json.Valid([]byte(r.stdout)) {
+			t.Errorf("tools --format %s: %d\n%s", format, r.code, r.stdout)
+		}
+	}
+	if r := libos(t, "", "tools", "--projection", "multiplexed"); !strings.Contains(r.stdout, `"run_jit_tool"`) {
+		t.Errorf("multiplexed list without run_jit_tool:\n%s", r.stdout)
+	}
+	if r := libos(t, "", "tools", "--format", "xml"); r.code != 2 {
+		t.Errorf("an unknown format: exit %d", r.code)
+	}
+
+	// The route table.
+	r := libos(t, "", "syscalls")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^clock\.now\s+clock:now\s`).MatchString(r.stdout) {
+		t.Errorf("syscalls:\n%s", r.stdout)
+	}
+	r = libos(t, "", "syscalls", "--json")
+	var routes []struct {
+		Name       string          `json:"name"`
+		ArgsSchema json.RawMessage `json:"args_schema"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &routes); err != nil || len(routes) < 5 || len(routes[0].ArgsSchema) == 0 {
+		t.Errorf("syscalls --json: %v\n%s", err, r.stdout)
+	}
+
+	// A process, a call, its events.
+	r = libos(t, "", "demo", "--keep")
+	m := regexp.MustCompile(`the store stays in ([^\s)]+)`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatal(r.stdout)
+	}
+	t.Cleanup(func() { os.RemoveAll(m[1]) })
+	if err := os.Rename(m[1], data); err != nil {
+		t.Fatal(err)
+	}
+	pid := regexp.MustCompile(`pid (pid_[0-9a-f]{32})`).FindStringSubmatch(r.stdout)[1]
+	r = libos(t, "", "call", pid, "echo", `{"n":9007199254740993}`, "--data", data)
+	if r.code != 0 || r.stdout != "{\"n\":9007199254740993}\n" {
+		t.Errorf("call echo: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	r = libos(t, "", "call", pid, "clock_now", `{"timezone":1}`, "--data", data)
+	if r.code != 1 || !strings.Contains(r.stderr, "schema_invalid") {
+		t.Errorf("call with invalid arguments: %d %s", r.code, r.stderr)
+	}
+	r = libos(t, `{"type":"function","function":{"name":"echo","arguments":"{\"a\":1}"}}`, "call", pid, "--frame", "-", "--data", data)
+	if r.code != 0 || r.stdout != "{\"a\":1}\n" {
+		t.Errorf("call --frame: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	r = libos(t, "", "events", pid, "--verify", "--data", data)
+	if r.code != 0 || !strings.Contains(r.stdout, "tool_called") || !strings.Contains(r.stdout, "call_rejected") || !strings.Contains(r.stderr, "hash chain intact") {
+		t.Errorf("events --verify: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = libos(t, "", "candidates", pid, "--data", data)
+	if r.code != 0 || !strings.Contains(r.stdout, "clock_now") || !strings.Contains(r.stdout, "registered") {
+		t.Errorf("candidates: %d\n%s", r.code, r.stdout)
+	}
+	r = libos(t, "", "events", "pid_nope", "--data", data)
+	if r.code != 2 || !strings.Contains(r.stderr, "libos ps") {
+		t.Errorf("events of an unknown process: %d %s", r.code, r.stderr)
+	}
+}
+
+// TestVersionAndHelp: "--version prints the version and the QuickJS and wazero
+// versions"; every command has help and examples; shell completion exists.
+func TestVersionAndHelp(t *testing.T) {
+	r := libos(t, "", "--version")
+	if r.code != 0 || !strings.Contains(r.stdout, "QuickJS 2021-03-27") || !regexp.MustCompile(`wazero v\d+\.\d+\.\d+`).MatchString(r.stdout) {
+		t.Errorf("--version:\n%s", r.stdout)
+	}
+	for _, c := range []string{"serve", "validate", "diagnose", "demo", "call", "tools", "syscalls", "ps", "events", "candidates"} {
+		r := libos(t, "", c, "--help")
+		if r.code != 0 || !strings.Contains(r.stdout, "Examples:") {
+			t.Errorf("%s --help has no examples (exit %d)", c, r.code)
+		}
+	}
+	if r := libos(t, "", "completion", "bash"); r.code != 0 || !strings.Contains(r.stdout, "__start_libos") {
+		t.Errorf("completion bash: %d", r.code)
+	}
+	if r := libos(t, "", "nonsense"); r.code != 2 {
+		t.Errorf("unknown command: exit %d", r.code)
+	}
+}
+
+func compact(b []byte) string {
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return string(b)
+	}
+	return out.String()
+}
