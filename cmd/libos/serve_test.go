@@ -78,13 +78,18 @@ func textOf(t *testing.T, r *mcp.CallToolResult) string {
 	return tc.Text
 }
 
-func structured(t *testing.T, r *mcp.CallToolResult) string {
+// errorCode is the typed code an isError result carries in its _meta.
+func errorCode(t *testing.T, r *mcp.CallToolResult) string {
 	t.Helper()
-	b, err := json.Marshal(r.StructuredContent)
-	if err != nil {
-		t.Fatal(err)
+	if r.StructuredContent != nil {
+		t.Errorf("an isError result carries structuredContent %v", r.StructuredContent)
 	}
-	return string(b)
+	b, _ := json.Marshal(r.Meta["libos/error"])
+	var e struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal(b, &e)
+	return e.Code
 }
 
 // checkEchoPath runs the transport-independent checks of the echo path on a served
@@ -122,7 +127,7 @@ func checkEchoPath(t *testing.T, ctx context.Context, c *mcpClient) {
 	// "Unknown or hidden tool names are projection or process-tool-table failures":
 	// a tool error with its typed code, not a protocol error.
 	res, err = c.call(ctx, "no_such_tool", `{}`)
-	if err != nil || !res.IsError || !strings.HasPrefix(textOf(t, res), "unknown_tool: ") || !strings.Contains(structured(t, res), `"code":"unknown_tool"`) {
+	if err != nil || !res.IsError || !strings.HasPrefix(textOf(t, res), "unknown_tool: ") || errorCode(t, res) != "unknown_tool" {
 		t.Fatalf("unknown tool: %v %+v", err, res)
 	}
 
@@ -345,7 +350,7 @@ func checkJIT(t *testing.T, ctx context.Context, c *mcpClient, projection string
 		name, bad = "run_jit_tool", `{"tool_name":"clock_now","arguments":{"timezone":5}}`
 	}
 	res, err = c.call(ctx, name, bad)
-	if err != nil || !res.IsError || !strings.HasPrefix(textOf(t, res), "schema_invalid: ") {
+	if err != nil || !res.IsError || !strings.HasPrefix(textOf(t, res), "schema_invalid: ") || errorCode(t, res) != "schema_invalid" {
 		t.Fatalf("schema-invalid call: %v %+v", err, res)
 	}
 }

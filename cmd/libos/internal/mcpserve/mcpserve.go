@@ -214,14 +214,17 @@ func Success(res *engine.Result) *mcp.CallToolResult {
 	return out
 }
 
-// ToolError is the structuredContent of an isError result.
+// ErrorMetaKey is the _meta key of an isError result that carries the typed error.
+const ErrorMetaKey = "libos/error"
+
+// ToolError is the typed error of an isError result, under ErrorMetaKey in its
+// _meta. It is not structuredContent: clients check structuredContent against the
+// tool's output schema even on errors, and an error is not the tool's output.
 type ToolError struct {
-	Error struct {
-		Code    string          `json:"code"`
-		Message string          `json:"message"`
-		Tool    string          `json:"tool,omitempty"`
-		Details []engine.Detail `json:"details,omitempty"`
-	} `json:"error"`
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+	Tool    string          `json:"tool,omitempty"`
+	Details []engine.Detail `json:"details,omitempty"`
 }
 
 // failure maps an engine error: a protocol-frame failure is a JSON-RPC error (nothing
@@ -235,11 +238,11 @@ func (s *Server) failure(name string, err error) (*mcp.CallToolResult, error) {
 	var e *engine.Error
 	if errors.As(err, &e) {
 		msg = e.Message
-		te.Error.Tool = e.Tool
-		te.Error.Details = e.Details
+		te.Tool = e.Tool
+		te.Details = e.Details
 	}
-	te.Error.Code, te.Error.Message = code, msg
-	data, _ := json.Marshal(te.Error)
+	te.Code, te.Message = code, msg
+	data, _ := json.Marshal(te)
 	switch engine.Code(code) {
 	case engine.CodeProtocolFrame:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: code + ": " + msg, Data: data}
@@ -247,10 +250,9 @@ func (s *Server) failure(name string, err error) (*mcp.CallToolResult, error) {
 		s.log.Error("mcp: tool call failed in the server", "pid", s.pid, "tool", name, "code", code, "err", err)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: code + ": " + msg, Data: data}
 	}
-	structured, _ := json.Marshal(te)
 	return &mcp.CallToolResult{
-		IsError:           true,
-		Content:           []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}},
-		StructuredContent: json.RawMessage(structured),
+		Meta:    mcp.Meta{ErrorMetaKey: json.RawMessage(data)},
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}},
 	}, nil
 }
