@@ -371,7 +371,13 @@ func stopError(c *call, r stopReason) error {
 		return &Error{Code: CodeLimitExceeded, Limit: LimitWallTime,
 			Message: fmt.Sprintf("the call ran past its wall time of %v", c.lim.WallTime)}
 	case stopCanceled:
-		return &Error{Code: CodeCanceled, Message: "the caller cancelled the call: " + context.Cause(c.parent).Error()}
+		// poll notices the caller's deadline on the monotonic clock, possibly before the
+		// context's own timer has fired: then the context has no cause (yet, or ever for a
+		// Context whose deadline is only advisory).
+		if cause := context.Cause(c.parent); cause != nil {
+			return &Error{Code: CodeCanceled, Message: "the caller cancelled the call: " + cause.Error()}
+		}
+		return &Error{Code: CodeCanceled, Message: "the caller's deadline passed"}
 	case stopLogs:
 		return &Error{Code: CodeLimitExceeded, Limit: LimitLogs,
 			Message: fmt.Sprintf("console output exceeded %d bytes", c.lim.LogBytes)}

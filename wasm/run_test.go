@@ -522,6 +522,19 @@ func TestRunCanceled(t *testing.T) {
 		wantError(t, err, CodeCanceled, "")
 		checkHealthy(t, e)
 	})
+	// The caller's deadline is noticed by poll on the monotonic clock, which may be
+	// before the context's own timer has fired: the context then has no Err and no Cause
+	// yet. A Context whose Deadline is advisory and that is never cancelled makes that
+	// window permanent, so the error must be built without the context's cause.
+	t.Run("the caller's deadline passes before its context says so", func(t *testing.T) {
+		ctx := advisoryDeadline{hostCtx(t), time.Now().Add(50 * time.Millisecond)}
+		_, err := e.Run(ctx, `function run() { for (;;) {} }`, nil, nil, Options{Limits: Limits{WallTime: 30 * time.Second}})
+		we := wantError(t, err, CodeCanceled, "")
+		if !strings.Contains(we.Message, "deadline") {
+			t.Errorf("message %q does not say the caller's deadline passed", we.Message)
+		}
+		checkHealthy(t, e)
+	})
 	t.Run("cancelled while a syscall blocks", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(hostCtx(t))
 		block := syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
@@ -535,6 +548,16 @@ func TestRunCanceled(t *testing.T) {
 		checkHealthy(t, e)
 	})
 }
+
+// advisoryDeadline reports a deadline but is never done before its parent: a legal
+// Context (a deadline is a hint), and the widest form of the window between a deadline
+// passing and a context's timer firing.
+type advisoryDeadline struct {
+	context.Context
+	d time.Time
+}
+
+func (c advisoryDeadline) Deadline() (time.Time, bool) { return c.d, true }
 
 func TestEngineConfigAndClose(t *testing.T) {
 	if _, err := NewEngine(context.Background(), Config{MaxMemory: 1 << 20}); err == nil {
