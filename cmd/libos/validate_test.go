@@ -158,15 +158,25 @@ func TestValidateCandidates(t *testing.T) {
 	junit2 := filepath.Join(t.TempDir(), "report.xml")
 	again := libosIn(t, root, append([]string{"validate", "--json", "--junit", junit2}, files...)...)
 	if again.stdout != jsonRun.stdout {
-		t.Errorf("--json output differs between two runs")
+		t.Errorf("--json output differs between two runs:\n%s", firstDiff(jsonRun.stdout, again.stdout))
 	}
 	b2, _ := os.ReadFile(junit2)
 	if string(b2) != string(b) {
 		t.Errorf("JUnit output differs between two runs")
 	}
 	if text2 := libosIn(t, root, append([]string{"validate"}, files...)...); text2.stdout != text.stdout {
-		t.Errorf("text output differs between two runs")
+		t.Errorf("text output differs between two runs:\n%s", firstDiff(text.stdout, text2.stdout))
 	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) && i < len(bl); i++ {
+		if al[i] != bl[i] {
+			return fmt.Sprintf("line %d:\n  %s\n  %s", i+1, al[i], bl[i])
+		}
+	}
+	return fmt.Sprintf("%d lines vs %d lines", len(al), len(bl))
 }
 
 func tail(s string) string {
