@@ -45,6 +45,26 @@ const (
 	CodeToolConflict Code = "tool_conflict"
 	// CodeInvalidConfig: a Spawn or Open configuration is unusable.
 	CodeInvalidConfig Code = "invalid_config"
+	// CodeInvalidImage: an image manifest (or one of its Skills) is unusable; the
+	// error's Details list every problem at once.
+	CodeInvalidImage Code = "invalid_image"
+	// CodeInvalidSkill: a SKILL.md document is unusable; Details list every problem.
+	CodeInvalidSkill Code = "invalid_skill"
+	// CodeUnknownSkill: the image ships no Skill of that name.
+	CodeUnknownSkill Code = "unknown_skill"
+	// CodeProcessPaused: the process is paused; the operator resumes it.
+	CodeProcessPaused Code = "process_paused"
+	// CodeApprovalDenied: the operator denied the call, or the approval found does
+	// not apply to it (other arguments, another tool definition).
+	CodeApprovalDenied Code = "approval_denied"
+	// CodeApprovalTimeout: no decision arrived in time; a timeout denies.
+	CodeApprovalTimeout Code = "approval_timeout"
+	// CodeNotFound: an operator request named a checkpoint, approval or binding that
+	// does not exist.
+	CodeNotFound Code = "not_found"
+	// CodeInvalidState: the operation does not apply in the current state (a decided
+	// approval decided again, a killed process resumed).
+	CodeInvalidState Code = "invalid_state"
 	// CodeClosed: the kernel is closed.
 	CodeClosed Code = "kernel_closed"
 	// CodeStorage: the durable store refused a write; the call is not acknowledged.
@@ -90,20 +110,28 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels for errors.Is; they compare by code only.
 var (
-	ErrProtocolFrame  = &Error{Code: CodeProtocolFrame}
-	ErrUnknownTool    = &Error{Code: CodeUnknownTool}
-	ErrSchemaInvalid  = &Error{Code: CodeSchemaInvalid}
-	ErrNotAllowed     = &Error{Code: CodeNotAllowed}
-	ErrLimitExceeded  = &Error{Code: CodeLimitExceeded}
-	ErrBudgetExceeded = &Error{Code: CodeBudgetExceeded}
-	ErrToolFailed     = &Error{Code: CodeToolFailed}
-	ErrOutputInvalid  = &Error{Code: CodeOutputInvalid}
-	ErrUnknownProcess = &Error{Code: CodeUnknownProcess}
-	ErrInvalidTool    = &Error{Code: CodeInvalidTool}
-	ErrToolConflict   = &Error{Code: CodeToolConflict}
-	ErrInvalidConfig  = &Error{Code: CodeInvalidConfig}
-	ErrClosed         = &Error{Code: CodeClosed}
-	ErrStorage        = &Error{Code: CodeStorage}
+	ErrProtocolFrame   = &Error{Code: CodeProtocolFrame}
+	ErrUnknownTool     = &Error{Code: CodeUnknownTool}
+	ErrSchemaInvalid   = &Error{Code: CodeSchemaInvalid}
+	ErrNotAllowed      = &Error{Code: CodeNotAllowed}
+	ErrLimitExceeded   = &Error{Code: CodeLimitExceeded}
+	ErrBudgetExceeded  = &Error{Code: CodeBudgetExceeded}
+	ErrToolFailed      = &Error{Code: CodeToolFailed}
+	ErrOutputInvalid   = &Error{Code: CodeOutputInvalid}
+	ErrUnknownProcess  = &Error{Code: CodeUnknownProcess}
+	ErrInvalidTool     = &Error{Code: CodeInvalidTool}
+	ErrToolConflict    = &Error{Code: CodeToolConflict}
+	ErrInvalidConfig   = &Error{Code: CodeInvalidConfig}
+	ErrClosed          = &Error{Code: CodeClosed}
+	ErrInvalidImage    = &Error{Code: CodeInvalidImage}
+	ErrInvalidSkill    = &Error{Code: CodeInvalidSkill}
+	ErrUnknownSkill    = &Error{Code: CodeUnknownSkill}
+	ErrProcessPaused   = &Error{Code: CodeProcessPaused}
+	ErrApprovalDenied  = &Error{Code: CodeApprovalDenied}
+	ErrApprovalTimeout = &Error{Code: CodeApprovalTimeout}
+	ErrNotFound        = &Error{Code: CodeNotFound}
+	ErrInvalidState    = &Error{Code: CodeInvalidState}
+	ErrStorage         = &Error{Code: CodeStorage}
 )
 
 func errorf(code Code, format string, args ...any) *Error {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/agentlibos/libos/store"
 )
@@ -89,7 +90,20 @@ type Config struct {
 	Builtins []Tool
 	// Limits are the kernel-wide limits; processes can only tighten them.
 	Limits Limits
+	// JIT rebuilds the handlers of committed JIT bindings: on Open for every live
+	// process (rehydrate) and on Fork for the bindings re-created under the new PID.
+	// The JIT lifecycle in package tools implements it. Nil: Open restores no binding
+	// (an embedder may reinstall them with InstallTool) and Fork refuses a checkpoint
+	// that holds bindings.
+	JIT JITLoader
+	// ApprovalTimeout bounds how long a call of an operator-class tool waits for a
+	// decision; a timeout denies. Zero means DefaultApprovalTimeout. Operator-class
+	// syscalls wait as long as the syscall router allows.
+	ApprovalTimeout time.Duration
 }
+
+// DefaultApprovalTimeout is the default of Config.ApprovalTimeout.
+const DefaultApprovalTimeout = 2 * time.Minute
 
 // Projection is how a process's tool table is shown to the model.
 type Projection string
@@ -118,41 +132,29 @@ type ProcessConfig struct {
 // Kernel is the libOS kernel on one store. It is safe for concurrent use by many
 // processes; each call runs the whole pipeline.
 type Kernel struct {
-	st       *store.Store
-	builtins map[string]*entry
-	limits   Limits
-	runtime  *Runtime
+	st              *store.Store
+	builtins        map[string]*entry
+	limits          Limits
+	runtime         *Runtime
+	jit             JITLoader
+	approvalTimeout time.Duration
 
-	mu     sync.RWMutex
-	procs  map[string]*process
-	closed bool
-	calls  sync.WaitGroup
+	mu      sync.RWMutex
+	procs   map[string]*process
+	closed  bool
+	closing chan struct{}
+	calls   sync.WaitGroup
 
 	subMu  sync.Mutex
 	subs   map[int]func(pid string)
 	nextID int
 
-	unknown []UnknownSettlement
+	apprMu  sync.Mutex
+	waiters map[string]*waiter // approval ID → the call waiting on it
+
+	unknown  []UnknownSettlement
+	failures []BindingFailure
 }
-
-type process struct {
-	pid    string
-	cfg    ProcessConfig
-	limits Limits
-
-	mu      sync.RWMutex
-	tools   map[string]*entry
-	allowed map[string]bool // nil: every tool in the table passes the gate
-}
-
-// processImage is what the process record keeps of its configuration (the Image
-// field), so a reopened kernel restores the same tool table.
-type processImage struct {
-	Tools []string `json:"tools"`
-}
-
-// Process states in the store.
-const stateRunning = "running"
 
 // UnknownSettlement is a tool call that reached tool_called but was never settled
 // before the kernel stopped; on Open it is reported (and recorded with an
@@ -181,6 +183,14 @@ func Open(ctx context.Context, st *store.Store, cfg Config) (*Kernel, error) {
 		limits:   cfg.Limits.withDefaults(),
 		procs:    map[string]*process{},
 		subs:     map[int]func(string){},
+		jit:      cfg.JIT,
+		closing:  make(chan struct{}),
+		waiters:  map[string]*waiter{},
+
+		approvalTimeout: cfg.ApprovalTimeout,
+	}
+	if k.approvalTimeout <= 0 {
+		k.approvalTimeout = DefaultApprovalTimeout
 	}
 	k.runtime = &Runtime{Tools: &HostTools{k: k}}
 	for _, t := range cfg.Builtins {
@@ -202,55 +212,6 @@ func Open(ctx context.Context, st *store.Store, cfg Config) (*Kernel, error) {
 	return k, nil
 }
 
-func (k *Kernel) rehydrate(ctx context.Context) error {
-	recs, err := k.st.Processes()
-	if err != nil {
-		return storageErr("open: list processes", err)
-	}
-	for _, rec := range recs {
-		if rec.State != stateRunning {
-			continue
-		}
-		var img processImage
-		if len(rec.Image) > 0 {
-			if err := json.Unmarshal(rec.Image, &img); err != nil {
-				return storageErr("open: process "+rec.PID, err)
-			}
-		}
-		var lim Limits
-		if len(rec.Limits) > 0 {
-			if err := json.Unmarshal(rec.Limits, &lim); err != nil {
-				return storageErr("open: process "+rec.PID, err)
-			}
-		}
-		cfg := ProcessConfig{Capabilities: rec.Capabilities, Projection: Projection(rec.Projection), Limits: lim, Tools: img.Tools}
-		p, err := k.newProcess(rec.PID, cfg)
-		if err != nil {
-			return fmt.Errorf("engine: open: restore process %s: %w", rec.PID, err)
-		}
-		k.procs[p.pid] = p
-		open, err := k.st.Unsettled(rec.PID)
-		if err != nil {
-			return storageErr("open: unsettled calls of "+rec.PID, err)
-		}
-		for _, ev := range open {
-			var called struct {
-				Tool string `json:"tool"`
-			}
-			_ = json.Unmarshal(ev.Data, &called)
-			data, _ := json.Marshal(map[string]any{
-				"call_id": ev.CallID, "tool": called.Tool, "called_seq": ev.Seq,
-				"reason": "the call was not settled before the kernel stopped; it may or may not have had effects and is not retried",
-			})
-			if _, err := k.st.Append(ctx, rec.PID, store.EventUnknownSettlement, data); err != nil {
-				return storageErr("open: record unknown settlement", err)
-			}
-			k.unknown = append(k.unknown, UnknownSettlement{PID: rec.PID, CallID: ev.CallID, Tool: called.Tool, Seq: ev.Seq})
-		}
-	}
-	return nil
-}
-
 // UnknownSettlements returns the calls Open found unsettled and recorded as
 // unknown_settlement. Their effects are unknown; they were not retried.
 func (k *Kernel) UnknownSettlements() []UnknownSettlement { return slices.Clone(k.unknown) }
@@ -259,7 +220,10 @@ func (k *Kernel) UnknownSettlements() []UnknownSettlement { return slices.Clone(
 // the store.
 func (k *Kernel) Close() error {
 	k.mu.Lock()
-	k.closed = true
+	if !k.closed {
+		k.closed = true
+		close(k.closing) // calls waiting for an approval stop; the approval stays pending
+	}
 	k.mu.Unlock()
 	k.calls.Wait()
 	return nil
@@ -278,79 +242,6 @@ func newID(prefix string) string {
 		panic("engine: no randomness: " + err.Error())
 	}
 	return prefix + hex.EncodeToString(b[:])
-}
-
-func (k *Kernel) newProcess(pid string, cfg ProcessConfig) (*process, error) {
-	if cfg.Projection == "" {
-		cfg.Projection = Direct
-	}
-	if cfg.Projection != Direct && cfg.Projection != Multiplexed {
-		return nil, errorf(CodeInvalidConfig, "spawn: unknown projection %q (want direct or multiplexed)", cfg.Projection)
-	}
-	if err := cfg.Limits.check("spawn"); err != nil {
-		return nil, err
-	}
-	p := &process{pid: pid, cfg: cfg, limits: k.limits.tighten(cfg.Limits), tools: map[string]*entry{}}
-	for _, name := range cfg.Tools {
-		if name == RunJITTool {
-			return nil, errorf(CodeInvalidConfig, "spawn: %s is not a process tool and cannot be enabled", RunJITTool)
-		}
-		e, ok := k.builtins[name]
-		if !ok {
-			return nil, errorf(CodeInvalidConfig, "spawn: no built-in tool %q", name)
-		}
-		if _, dup := p.tools[name]; dup {
-			return nil, errorf(CodeInvalidConfig, "spawn: tool %q enabled twice", name)
-		}
-		p.tools[name] = e
-	}
-	p.cfg.Capabilities = slices.Clone(cfg.Capabilities)
-	p.cfg.Tools = slices.Clone(cfg.Tools)
-	return p, nil
-}
-
-// Spawn creates a process and returns its PID (pid_ + 128 random bits, hex). The
-// process record and a process_spawned event are durable when Spawn returns.
-func (k *Kernel) Spawn(ctx context.Context, cfg ProcessConfig) (string, error) {
-	if err := k.enter(); err != nil {
-		return "", err
-	}
-	defer k.calls.Done()
-	p, err := k.newProcess(newID("pid_"), cfg)
-	if err != nil {
-		return "", err
-	}
-	img, _ := json.Marshal(processImage{Tools: p.cfg.Tools})
-	lim, _ := json.Marshal(p.cfg.Limits)
-	caps := p.cfg.Capabilities
-	if caps == nil {
-		caps = []string{}
-	}
-	tools := p.cfg.Tools
-	if tools == nil {
-		tools = []string{}
-	}
-	ev, _ := json.Marshal(map[string]any{
-		"projection": p.cfg.Projection, "tools": tools, "capabilities": caps,
-		"limits": p.limits,
-	})
-	err = k.st.Update(ctx, func(tx *store.Tx) error {
-		if err := tx.PutProcess(store.Process{
-			PID: p.pid, Image: img, Capabilities: p.cfg.Capabilities, Projection: string(p.cfg.Projection),
-			Limits: lim, State: stateRunning,
-		}); err != nil {
-			return err
-		}
-		_, err := tx.Append(p.pid, EventProcessSpawned, ev)
-		return err
-	})
-	if err != nil {
-		return "", storageErr("spawn", err)
-	}
-	k.mu.Lock()
-	k.procs[p.pid] = p
-	k.mu.Unlock()
-	return p.pid, nil
 }
 
 // enter registers a call in flight, refusing it when the kernel is closed.
@@ -374,53 +265,31 @@ func (k *Kernel) process(pid string) (*process, error) {
 	return p, nil
 }
 
-// ProcessInfo describes a live process.
-type ProcessInfo struct {
-	PID          string
-	Projection   Projection
-	Capabilities []string
-	// Limits are the effective limits (the kernel's, tightened by the process's).
-	Limits Limits
-	// Tools maps each name in the process tool table to its kind.
-	Tools map[string]ToolKind
-}
-
-// Process describes process pid.
-func (k *Kernel) Process(pid string) (ProcessInfo, error) {
-	p, err := k.process(pid)
-	if err != nil {
-		return ProcessInfo{}, err
-	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	info := ProcessInfo{PID: pid, Projection: p.cfg.Projection, Capabilities: slices.Clone(p.cfg.Capabilities), Limits: p.limits, Tools: map[string]ToolKind{}}
-	for n, e := range p.tools {
-		info.Tools[n] = e.Kind
-	}
-	return info, nil
-}
-
 // Tools returns the projected tool list of pid, as the model sees it, sorted by name:
-// in direct mode every tool that passes the visibility gate; in multiplexed mode the
-// non-JIT tools plus run_jit_tool.
+// in direct mode every tool that passes the visibility gate and the Skill gate; in
+// multiplexed mode the non-JIT tools among them plus run_jit_tool.
 func (k *Kernel) Tools(pid string) ([]ToolDef, error) {
 	p, err := k.process(pid)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.RLock()
+	proj := p.projection
 	var defs []ToolDef
 	for name, e := range p.tools {
 		if p.allowed != nil && !p.allowed[name] {
 			continue
 		}
-		if e.Kind == KindJIT && p.cfg.Projection == Multiplexed {
+		if e.Kind == KindJIT && proj == Multiplexed {
+			continue
+		}
+		if ok, _ := p.skillAllows(e); !ok {
 			continue
 		}
 		defs = append(defs, e.def())
 	}
 	p.mu.RUnlock()
-	if p.cfg.Projection == Multiplexed {
+	if proj == Multiplexed {
 		defs = append(defs, runJITToolDef)
 	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].Name < defs[j].Name })
@@ -553,7 +422,7 @@ func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(
 // active Skill's allowed-tools), nil lets every tool in the table pass. Tools outside
 // the gate disappear from the projected list, and a call to one is refused with
 // tool_not_allowed before it reaches tool_called. The change is recorded as a
-// tools_changed event.
+// tools_changed event and kept in the process record.
 func (k *Kernel) SetToolGate(ctx context.Context, pid string, allowed []string) error {
 	if err := k.enter(); err != nil {
 		return err
@@ -577,9 +446,17 @@ func (k *Kernel) SetToolGate(ctx context.Context, pid string, allowed []string) 
 	sort.Strings(names)
 	data, _ := json.Marshal(map[string]any{"change": "gate", "allowed": names})
 	p.mu.Lock()
-	_, err = k.st.Append(ctx, pid, EventToolsChanged, data)
-	if err == nil {
-		p.allowed = set
+	old := p.allowed
+	p.allowed = set
+	err = k.st.Update(ctx, func(tx *store.Tx) error {
+		if err := k.putProcess(tx, p); err != nil {
+			return err
+		}
+		_, err := tx.Append(pid, EventToolsChanged, data)
+		return err
+	})
+	if err != nil {
+		p.allowed = old
 	}
 	p.mu.Unlock()
 	if err != nil {

@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/agentlibos/libos/engine/internal/jsonx"
 	"github.com/agentlibos/libos/store"
+	"github.com/agentlibos/libos/syscalls"
 )
 
 // Event types the kernel writes to a process's log.
@@ -191,9 +191,12 @@ func unknownTool(name string) *Error {
 func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result, error) {
 	// Projection and lookup.
 	p.mu.RLock()
-	proj := p.cfg.Projection
+	proj, state := p.projection, p.state
 	e := p.tools[req.name]
 	p.mu.RUnlock()
+	if state != StateRunning {
+		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeProcessPaused, Tool: req.name, Message: fmt.Sprintf("process %s is %s: the operator must resume it", p.pid, state)})
+	}
 	mux := false
 	switch {
 	case req.name == RunJITTool && req.via == viaModel && proj == Multiplexed:
@@ -235,19 +238,37 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 			Message: fmt.Sprintf("arguments of %s do not match its input schema: %s", e.Name, describeDetails(details))})
 	}
 
-	// Visibility gate.
+	// Visibility gate, then the Skill gate: while Skills are active, a call from the
+	// model (or a tools.call its tools make) reaches only the base tools and the
+	// active Skills' allowed-tools.
 	p.mu.RLock()
 	allowed := p.allowed
 	gated := allowed != nil && !allowed[e.Name]
+	skillOK, why := true, ""
+	if req.via == viaModel || req.depth > 0 {
+		skillOK, why = p.skillAllows(e)
+	}
 	p.mu.RUnlock()
 	if gated {
 		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeNotAllowed, Tool: e.Name, Message: fmt.Sprintf("%s is not among the tools allowed in this process now", e.Name)})
+	}
+	if !skillOK {
+		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeNotAllowed, Tool: e.Name, Message: why})
+	}
+
+	// Approval: an operator-class tool waits for a decision bound to these exact
+	// arguments and this exact tool definition.
+	if p.img.Approvals.Tools[e.Name] == syscalls.ApprovalOperator {
+		if _, aerr := k.awaitApproval(ctx, p, approvalSubject{kind: approvalTool, subject: e.Name, tool: e.Name, via: req.via, args: args.Canonical()}); aerr != nil {
+			return nil, k.rejectCall(ctx, p, &req, aerr)
+		}
 	}
 
 	// Budget and tool_called, in one durable batch.
 	call := &Call{
 		PID: p.pid, CallID: newID("call_"), Tool: e.Name, Kind: e.Kind, Action: req.name,
-		Args: args.Compact(), Via: req.via, Depth: req.depth, Capabilities: slices.Clone(p.cfg.Capabilities),
+		Args: args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
+		Sandbox: p.img.Limits.Sandbox, k: k, p: p,
 	}
 	called := map[string]any{"call_id": call.CallID, "tool": e.Name, "kind": e.Kind, "action": req.name, "via": req.via, "args": call.Args, "arg_bytes": req.argBytes}
 	if e.ID != "" {

@@ -82,8 +82,15 @@ type Call struct {
 	Via string
 	// Depth is the tools.call nesting depth: 0 for a call from the model or the host.
 	Depth int
-	// Capabilities are the capabilities the process was spawned with.
+	// Capabilities are the capabilities the process held when the call was opened.
+	// Syscalls must not use this snapshot: SyscallCaller hands out the live set.
 	Capabilities []string
+	// Sandbox are the image's bounds for one JIT tool call in the sandbox (zero
+	// fields: the sandbox's defaults).
+	Sandbox SandboxLimits
+
+	k *Kernel
+	p *process
 }
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -95,6 +102,7 @@ type entry struct {
 	inSchema  json.RawMessage // canonical text, for rendering
 	outSchema json.RawMessage
 	strict    bool // the input schema fits the OpenAI strict-mode subset
+	defHash   string // what approvals are bound to (definitionHash)
 }
 
 func toolErr(name, format string, args ...any) *Error {
@@ -139,6 +147,7 @@ func compileTool(t Tool, maxDepth int) (*entry, error) {
 		}
 		e.outSchema = doc.Canonical()
 	}
+	e.defHash = definitionHash(e.Tool, e.inSchema, e.outSchema)
 	return e, nil
 }
 
