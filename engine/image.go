@@ -101,7 +101,9 @@ type SandboxLimits struct {
 }
 
 // WallTime is WallTimeMillis as a duration.
-func (s SandboxLimits) WallTime() time.Duration { return time.Duration(s.WallTimeMillis) * time.Millisecond }
+func (s SandboxLimits) WallTime() time.Duration {
+	return time.Duration(s.WallTimeMillis) * time.Millisecond
+}
 
 // ApprovalPolicy raises routes and tools to operator approval.
 type ApprovalPolicy struct {

@@ -101,7 +101,7 @@ type entry struct {
 	in, out   *jsonschema.Schema
 	inSchema  json.RawMessage // canonical text, for rendering
 	outSchema json.RawMessage
-	strict    bool // the input schema fits the OpenAI strict-mode subset
+	strict    bool   // the input schema fits the OpenAI strict-mode subset
 	defHash   string // what approvals are bound to (definitionHash)
 }
 
