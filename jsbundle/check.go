@@ -77,7 +77,12 @@ func (c *compiler) checkOutput(mainCode string) {
 	in := parse.NewInputBytes(res.Code)
 	ast, err := js.Parse(in, js.Options{})
 	if err != nil {
-		c.internal(fmt.Sprintf("the compiled output does not parse: %v", err))
+		// esbuild accepts a few forms outside modules that no script may hold (a top-level
+		// return); such a source lacks the run export and is rejected already. Anything
+		// else fails closed.
+		if !HasErrors(c.diags) {
+			c.internal(fmt.Sprintf("the compiled output does not parse: %v", err))
+		}
 		return
 	}
 	k := &checker{c: c, probe: probe, out: in.Bytes(), outIdx: srcpos.NewIndex(string(res.Code)), sm: sm, runParams: -1}
@@ -93,6 +98,12 @@ func (c *compiler) checkOutput(mainCode string) {
 	}
 	if k.exports > 0 && !c.reported(CodeExtraExport, CodeDefaultExport, CodeReexportForbidden, CodeRunExportInvalid, CodeExportAssignment, CodeImportEqualsForbidden) {
 		c.add(CodeExtraExport, 1, 1, "the only export allowed is "+acceptedForm)
+	}
+	if k.runParams < 0 && c.runOffset >= 0 {
+		// Only signatures (overloads without an implementation) were exported: TypeScript
+		// erases them, so nothing would define run.
+		line, col := c.idx.Position(c.runOffset)
+		c.add(CodeRunExportInvalid, line, col, "run is declared without a body; export its implementation as "+acceptedForm)
 	}
 	if k.runParams > 2 && c.runOffset >= 0 {
 		line, col := c.idx.Position(c.runOffset)
@@ -319,6 +330,9 @@ func decodeString(b []byte) string {
 
 // report adds an error at the output token data, mapped back to the TypeScript.
 func (k *checker) report(code string, data []byte, msg string) {
+	if len(k.c.diags) >= maxDiagnostics {
+		return // the program is rejected; positions of the rest are not worth computing
+	}
 	line, col := k.position(data)
 	k.c.add(code, line, col, msg)
 }

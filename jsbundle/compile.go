@@ -7,8 +7,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/evanw/esbuild/pkg/api"
-	"github.com/tdewolff/parse/v2"
-	"github.com/tdewolff/parse/v2/js"
 
 	"github.com/agentlibos/libos/jsbundle/internal/srcpos"
 	"github.com/agentlibos/libos/jsbundle/internal/tsscan"
@@ -63,6 +61,13 @@ func Compile(source string, opts Options) (*Program, []Diagnostic) {
 		return nil, c.result()
 	}
 
+	// esbuild's parser is superlinear on a few shapes (deep nesting, long arrow chains,
+	// TypeScript's guesses at `<`); a 64 KiB source of them would take minutes. They are
+	// refused here, on tokens, before esbuild sees them.
+	if off, what, ok := tsscan.Complexity(source, tsscan.DefaultLimits); !ok {
+		c.addAt(CodeTooComplex, off, "the source is too deeply nested to compile ("+what+"); flatten it")
+		return nil, c.result()
+	}
 	c.moduleForms()
 	main := api.Transform(source, esbuildOptions())
 	c.esbuildMessages(main.Errors, SeverityError)
@@ -223,19 +228,25 @@ func (c *compiler) esbuildMessages(msgs []api.Message, sev Severity) {
 
 // sandboxScript turns esbuild's module output, already checked to export exactly
 // `function run`, into the global script the sandbox evaluates: the one `export` keyword
-// is removed, the script is made strict as the module was, and the result is parsed again
-// to prove that no module syntax is left and that run is a top-level function.
+// is removed and the script is made strict, as the module was. The output is scanned again
+// first: its only module form must be that export, so nothing else is changed by the
+// removal, and QuickJS rejects any module syntax in a script in any case.
 func sandboxScript(code string) (string, error) {
-	offs := tsscan.ExportKeywords(code)
-	if len(offs) != 1 {
-		return "", fmt.Errorf("found %d top-level exports in the output", len(offs))
+	forms := tsscan.Scan(code)
+	if len(forms) != 1 || forms[0].Kind != tsscan.ExportRun {
+		return "", fmt.Errorf("the output has %d module forms where only the export of run may be", len(forms))
 	}
-	off := offs[0]
-	rest := code[off:]
-	if !strings.HasPrefix(rest, "export function run(") && !strings.HasPrefix(rest, "export async function run(") {
+	name := forms[0].Offset
+	off := -1
+	for _, prefix := range []string{"export function ", "export async function "} {
+		if name >= len(prefix) && code[name-len(prefix):name] == prefix {
+			off = name - len(prefix)
+		}
+	}
+	if off < 0 || !strings.HasPrefix(code[name:], "run(") {
 		return "", fmt.Errorf("the output export is not a function declaration of run")
 	}
-	body := code[:off] + rest[len("export "):]
+	body := code[:off] + code[off+len("export "):]
 	if strings.HasPrefix(body, "#!") {
 		if i := strings.IndexByte(body, '\n'); i >= 0 {
 			body = body[i+1:]
@@ -243,39 +254,5 @@ func sandboxScript(code string) (string, error) {
 			body = ""
 		}
 	}
-	script := "\"use strict\";\n" + body
-	ast, err := js.Parse(parse.NewInputString(script), js.Options{})
-	if err != nil {
-		return "", fmt.Errorf("the sandbox script does not parse: %v", err)
-	}
-	v := &scriptVerifier{}
-	js.Walk(v, ast)
-	for _, s := range ast.List {
-		if fd, ok := s.(*js.FuncDecl); ok && fd.Name != nil && string(fd.Name.Data) == "run" {
-			v.run = true
-		}
-	}
-	switch {
-	case v.module:
-		return "", fmt.Errorf("module syntax is left in the sandbox script")
-	case !v.run:
-		return "", fmt.Errorf("the sandbox script has no top-level function run")
-	}
-	return script, nil
+	return "\"use strict\";\n" + body, nil
 }
-
-type scriptVerifier struct{ module, run bool }
-
-func (v *scriptVerifier) Enter(n js.INode) js.IVisitor {
-	switch n := n.(type) {
-	case *js.ImportStmt, *js.ExportStmt, *js.ImportMetaExpr:
-		v.module = true
-	case *js.CallExpr:
-		if lit, ok := literal(n.X); ok && lit.TokenType == js.ImportToken {
-			v.module = true
-		}
-	}
-	return v
-}
-
-func (v *scriptVerifier) Exit(js.INode) {}

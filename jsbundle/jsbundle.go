@@ -42,6 +42,7 @@ type Program struct {
 // them.
 const (
 	CodeSourceTooLarge         = "source_too_large"
+	CodeTooComplex             = "source_too_complex" // nesting beyond what the compiler bounds
 	CodeSyntaxError            = "syntax_error"
 	CodeUnsupportedSyntax      = "unsupported_syntax" // valid TypeScript esbuild cannot lower to ES2020
 	CodeImportForbidden        = "import_forbidden"

@@ -181,3 +181,20 @@ func ExampleCompile() {
 	// 1:1 error import_forbidden
 	// 3:15 error eval_forbidden
 }
+
+// scriptVerifier finds module syntax in a parsed script.
+type scriptVerifier struct{ module, run bool }
+
+func (v *scriptVerifier) Enter(n js.INode) js.IVisitor {
+	switch n := n.(type) {
+	case *js.ImportStmt, *js.ExportStmt, *js.ImportMetaExpr:
+		v.module = true
+	case *js.CallExpr:
+		if lit, ok := literal(n.X); ok && lit.TokenType == js.ImportToken {
+			v.module = true
+		}
+	}
+	return v
+}
+
+func (v *scriptVerifier) Exit(js.INode) {}

@@ -49,7 +49,7 @@ type lexer struct {
 }
 
 func tokenize(src string) ([]token, []comment) {
-	l := &lexer{src: src}
+	l := &lexer{src: src, toks: make([]token, 0, len(src)/4+16)}
 	if strings.HasPrefix(src, "#!") {
 		l.skipLine()
 	}
@@ -303,7 +303,20 @@ func (l *lexer) regexpAllowed() bool {
 // ident scans an identifier, decoding \u escapes in its name.
 func (l *lexer) ident() (string, bool) {
 	s := l.src
+	start := l.pos
+	for l.pos < len(s) {
+		c := s[l.pos]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$' {
+			l.pos++
+			continue
+		}
+		if c != '\\' && c < utf8.RuneSelf {
+			return s[start:l.pos], false // the common case: plain ASCII, no copy
+		}
+		break
+	}
 	var b strings.Builder
+	b.WriteString(s[start:l.pos])
 	esc := false
 	for l.pos < len(s) && isIdentPartAt(s, l.pos) {
 		if s[l.pos] == '\\' {

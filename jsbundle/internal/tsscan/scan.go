@@ -9,7 +9,10 @@
 // checked again on the parsed output, so a token-level mistake here cannot let code run.
 package tsscan
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Kind classifies a finding.
 type Kind int
@@ -36,6 +39,83 @@ type Finding struct {
 	// Detail is the exported name for ExportOther, the offending form for RunInvalid,
 	// "async" or "sync" for ExportRun, and the form for the other kinds.
 	Detail string
+}
+
+// Limits bound the shapes that make a compiler's parser slow: nesting of brackets and
+// template substitutions, and, within one bracket, runs of tokens that nest or make a
+// TypeScript parser guess (arrows, `<`, statements without braces).
+type Limits struct {
+	Depth  int // brackets ( [ { and `${` open at once
+	Arrows int // `=>` in one bracket with no `;`, `,` or block between
+	Angles int // `<` in one bracket with no `;` or block between
+	Stmts  int // if/else/for/while/do/with in one bracket with no `;`, `,` or block between
+}
+
+// DefaultLimits are far above what readable code reaches.
+var DefaultLimits = Limits{Depth: 128, Arrows: 16, Angles: 128, Stmts: 64}
+
+// Complexity reports the first place where src exceeds lim, as a byte offset, and what
+// was exceeded; ok is true when nothing was.
+func Complexity(src string, lim Limits) (offset int, what string, ok bool) {
+	toks, _ := tokenize(src)
+	type frame struct{ arrows, angles, stmts int }
+	frames := []frame{{}}
+	for _, t := range toks {
+		f := &frames[len(frames)-1]
+		if t.kind == kTemplate {
+			text := src[t.start:t.end]
+			opens := strings.HasSuffix(text, "${")
+			closes := text[0] == '}'
+			if closes && len(frames) > 1 {
+				frames = frames[:len(frames)-1]
+			}
+			if opens {
+				frames = append(frames, frame{})
+			}
+		}
+		if t.depth+1 > lim.Depth || len(frames) > lim.Depth {
+			return t.start, fmt.Sprintf("nesting deeper than %d", lim.Depth), false
+		}
+		switch {
+		case t.kind == kPunct:
+			switch t.name {
+			case "(", "[", "{":
+				frames = append(frames, frame{})
+			case ")", "]":
+				if len(frames) > 1 {
+					frames = frames[:len(frames)-1]
+				}
+			case "}":
+				if len(frames) > 1 {
+					frames = frames[:len(frames)-1]
+				}
+				frames[len(frames)-1] = frame{}
+			case ";":
+				*f = frame{}
+			case ",":
+				f.arrows, f.stmts = 0, 0
+			case "<":
+				if f.angles++; f.angles > lim.Angles {
+					return t.start, fmt.Sprintf("more than %d `<` in one expression", lim.Angles), false
+				}
+			case "=":
+				// `=>` is lexed as = then >; count it at the =.
+				if t.end < len(src) && src[t.end] == '>' {
+					if f.arrows++; f.arrows > lim.Arrows {
+						return t.start, fmt.Sprintf("more than %d arrow functions chained", lim.Arrows), false
+					}
+				}
+			}
+		case t.kind == kIdent:
+			switch t.name {
+			case "if", "else", "for", "while", "do", "with":
+				if f.stmts++; f.stmts > lim.Stmts {
+					return t.start, fmt.Sprintf("more than %d statements nested without braces", lim.Stmts), false
+				}
+			}
+		}
+	}
+	return 0, "", true
 }
 
 // Scan returns the module forms of src in source order.
@@ -301,20 +381,6 @@ func (s *scanner) exportList(exportTok, open int, typeOnly bool) []Finding {
 	}
 	if len(out) == 0 {
 		out = append(out, Finding{Kind: ExportOther, Offset: s.toks[exportTok].start, Detail: "export {}"})
-	}
-	return out
-}
-
-// ExportKeywords returns the byte offsets of the top-level `export` keywords of
-// JavaScript or TypeScript source.
-func ExportKeywords(src string) []int {
-	toks, _ := tokenize(src)
-	s := scanner{toks: toks}
-	var out []int
-	for i, t := range toks {
-		if t.kind == kIdent && t.name == "export" && t.depth == 0 && !t.escaped && !s.punct(i-1, ".") {
-			out = append(out, t.start)
-		}
 	}
 	return out
 }
