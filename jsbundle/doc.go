@@ -4,5 +4,22 @@
 // It owns transpilation with esbuild's Go API, the static checks on a real AST
 // (forbidden imports, dynamic code, forbidden globals), the export contract
 // (exactly one `export function run`), and diagnostics with line and column in the
-// original TypeScript. It must not run code.
+// original TypeScript. It must not run code, and it knows nothing of tools, processes,
+// capabilities or storage.
+//
+// Data comes in as the candidate's source_code string (from the validate and register
+// tools) and leaves as a Program, whose Source the sandbox (package wasm) evaluates as a
+// global strict-mode script before calling the global function run(args, libos), and as
+// []Diagnostic, which the validation record stores and the model reads.
+//
+// Compile works in this order: the size limit; bounds on nesting (esbuild's parser is
+// superlinear on a few shapes); a token scan of the TypeScript for the module forms that
+// esbuild erases (type-only imports, import-equals, `export =`, triple-slash directives,
+// type exports) and for the export contract; esbuild's transform to ES2020, whose errors
+// and warnings become diagnostics; a second transform in which every free use of a watched
+// global (eval, Function, require, Deno, WebAssembly, process, globalThis, self, window,
+// import.meta) is replaced by a member of a unique probe object, so that esbuild's own
+// scope analysis decides what is global, and whose output is parsed with
+// tdewolff/parse/v2/js and walked; positions found there map back to the TypeScript
+// through esbuild's source map. Columns are UTF-16 code units.
 package jsbundle
