@@ -624,9 +624,11 @@ func runError(tool string, err error, denied *syscalls.Error) error {
 }
 
 // Attach binds the lifecycle to k, which must have been opened on the same store with
-// Tools() among its built-ins, and installs again every committed JIT binding of the
-// processes k restored (rehydrate): their programs are compiled once more and each
-// installation is recorded with a jit_rehydrated event. A binding that cannot be
+// Tools() among its built-ins (and, preferably, with the JIT itself as
+// engine.Config.JIT, so that Open restores bindings), and installs again every
+// committed JIT binding of the processes k restored that is not in their tool table
+// yet (rehydrate without the kernel's hook): their programs are compiled once more
+// and each installation is recorded with a jit_rehydrated event. A binding that cannot be
 // installed (its source no longer passes the checks, its name is now a built-in) is
 // skipped and reported in the returned error; the others are installed. Call it once,
 // right after engine.Open and before serving calls.
@@ -653,19 +655,40 @@ func (j *JIT) Attach(ctx context.Context, k *engine.Kernel) error {
 	return errors.Join(errs...)
 }
 
+// LoadJIT rebuilds the process tool of committed binding b: the contract of its
+// candidate (owned by b.CandidatePID, or b.PID when that is empty) and its program,
+// compiled once more, behind a ready handler. It reads the store and writes nothing.
+// It is the kernel's hook for rehydrate and fork (engine.Config.JIT).
+func (j *JIT) LoadJIT(ctx context.Context, b store.Binding) (engine.Tool, error) {
+	owner := b.CandidatePID
+	if owner == "" {
+		owner = b.PID
+	}
+	c, err := j.st.Candidate(owner, b.CandidateID)
+	if err != nil {
+		return engine.Tool{}, storageErr(fmt.Sprintf("load %s: candidate %s of %s", b.Name, b.CandidateID, owner), err)
+	}
+	if c.Name != b.Name || c.State != StateRegistered {
+		return engine.Tool{}, errorf(CodeStorage, "load %s: candidate %s is %q in state %s, not the registered %q", b.Name, b.CandidateID, c.Name, c.State, b.Name)
+	}
+	return j.tool(c, b)
+}
+
 func (j *JIT) rehydrate(ctx context.Context, k *engine.Kernel, pid string) error {
 	bs, err := j.st.Bindings(pid)
 	if err != nil {
 		return storageErr("attach: bindings of "+pid, err)
 	}
+	info, err := k.Process(pid)
+	if err != nil {
+		return nil // the process is gone
+	}
 	var errs []error
 	for _, b := range bs {
-		c, err := j.st.Candidate(pid, b.CandidateID)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("tools: rehydrate %s in %s: candidate %s: %w", b.Name, pid, b.CandidateID, err))
-			continue
+		if kind, ok := info.Tools[b.Name]; ok && kind == engine.KindJIT {
+			continue // the kernel restored it already (engine.Config.JIT)
 		}
-		t, err := j.tool(c, b)
+		t, err := j.LoadJIT(ctx, b)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("tools: rehydrate %s in %s: %w", b.Name, pid, err))
 			continue

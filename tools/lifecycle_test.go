@@ -412,3 +412,29 @@ func TestConcurrentSettlement(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadJIT: the kernel's rehydrate/fork hook rebuilds exactly the registered tool
+// from the store, for the owner's binding and for a binding re-created in another
+// process (CandidatePID), and refuses a binding whose candidate is not registered.
+func TestLoadJIT(t *testing.T) {
+	w := newWorld(t)
+	pid, toolID := w.registered(t, engine.Direct, "clock:now")
+	b, err := w.st.Binding(pid, "clock_now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := w.jit.LoadJIT(context.Background(), b)
+	if err != nil || tool.Name != "clock_now" || tool.ID != toolID || tool.Kind != engine.KindJIT || tool.Handler == nil ||
+		!strings.Contains(string(tool.InputSchema), "timezone") || tool.Annotations.Idempotent {
+		t.Fatalf("%+v %v", tool, err)
+	}
+	fork := store.Binding{PID: "pid_fork", Name: b.Name, ToolID: "tool_" + strings.Repeat("1", 32), CandidateID: b.CandidateID, CandidatePID: pid, Scope: b.Scope}
+	if tool, err := w.jit.LoadJIT(context.Background(), fork); err != nil || tool.ID != fork.ToolID {
+		t.Fatalf("fork binding: %+v %v", tool, err)
+	}
+	pending := w.propose(t, pid, withField(t, candidateJSON(t, "good_clock_now.json"), "name", `"other"`))
+	bad := store.Binding{PID: pid, Name: "other", ToolID: "tool_" + strings.Repeat("2", 32), CandidateID: pending, Scope: b.Scope}
+	if _, err := w.jit.LoadJIT(context.Background(), bad); err == nil {
+		t.Fatal("a binding to a candidate that is not registered must not load")
+	}
+}

@@ -194,14 +194,20 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, v.total)
 	defer cancel()
+	// The budget is judged on the clock, not on runCtx.Err(): the sandbox may see the
+	// deadline pass before the context's timer has fired.
+	deadline, _ := runCtx.Deadline()
+	spent := func() bool { return ctx.Err() == nil && !time.Now().Before(deadline) }
 	for i, tc := range p.tests {
 		var tr TestResult
-		if runCtx.Err() != nil && ctx.Err() == nil {
+		if spent() {
 			tr = TestResult{Index: i, Error: &Diagnostic{Code: wasm.CodeLimitExceeded, Test: intp(i),
 				Message: fmt.Sprintf("test %d: not run: the validation's wall time of %v ran out", i, v.total)}}
 		} else {
 			tr = v.runTest(runCtx, prog, i, tc, &r)
-			if tr.Error != nil && tr.Error.Code == wasm.CodeCanceled && ctx.Err() == nil {
+			// Stopped by the validation's budget rather than by the caller: say so,
+			// whatever the sandbox called the stop.
+			if tr.Error != nil && spent() && tr.Error.Code != syscalls.CodeTapeMismatch {
 				tr.Error.Code = wasm.CodeLimitExceeded
 				tr.Error.Message = clip(fmt.Sprintf("test %d: stopped: the validation's wall time of %v ran out", i, v.total))
 			}
