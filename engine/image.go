@@ -207,6 +207,11 @@ func decodeManifest(data []byte, fsys fs.FS, dir string, ps *problems) *Image {
 			schemaProblems(ve, ps)
 		}
 	}
+	obj := doc.(map[string]any)
+	img := checkManifest(obj, fsys, dir, ps)
+	if len(*ps) > 0 {
+		return nil
+	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		ps.add("", "%v", err)
@@ -214,13 +219,17 @@ func decodeManifest(data []byte, fsys fs.FS, dir string, ps *problems) *Image {
 	}
 	var m manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		// The schema has named what is wrong; the semantic checks need a typed manifest.
-		if len(*ps) == 0 {
-			ps.add("", "%v", err)
-		}
+		ps.add("", "%v", err)
 		return nil
 	}
-	return checkManifest(&m, fsys, dir, ps)
+	img.Format, img.Name, img.Version, img.Description = m.Format, m.Name, m.Version, m.Description
+	img.Instructions = strings.TrimSpace(m.Instructions)
+	img.Tools, img.BaseTools, img.Capabilities = m.Tools, m.BaseTools, m.Capabilities
+	img.Projection, img.Limits, img.Approvals = m.Projection, m.Limits, m.Approvals
+	if img.Projection == "" {
+		img.Projection = Direct
+	}
+	return img
 }
 
 // schemaProblems lists the leaf findings of a schema validation.
@@ -234,7 +243,7 @@ func schemaProblems(ve *jsonschema.ValidationError, ps *problems) {
 			walk(&u.Errors[i])
 		}
 	}
-	walk(ve.BasicOutput())
+	walk(ve.DetailedOutput())
 }
 
 // yamlValue turns a YAML node into the value JSON would give (map[string]any, []any,
@@ -305,27 +314,61 @@ func yamlValue(n *yaml.Node, at string, ps *problems, depth int) any {
 	return nil
 }
 
+// strings returns the string items of doc[key] (other items are the schema's
+// problem), with their index.
+func stringsAt(doc map[string]any, key string) map[int]string {
+	out := map[int]string{}
+	if a, ok := doc[key].([]any); ok {
+		for i, v := range a {
+			if s, ok := v.(string); ok {
+				out[i] = s
+			}
+		}
+	}
+	return out
+}
+
+func ordered(m map[int]string) []int {
+	is := make([]int, 0, len(m))
+	for i := range m {
+		is = append(is, i)
+	}
+	sort.Ints(is)
+	return is
+}
+
+// keysAt returns the keys of the object at doc[path...].
+func keysAt(doc map[string]any, path ...string) []string {
+	var cur any = doc
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[p]
+	}
+	m, _ := cur.(map[string]any)
+	return sortedKeys(m)
+}
+
 // checkManifest makes the checks a schema cannot: references between fields, the
-// Skills, and the route table.
-func checkManifest(m *manifest, fsys fs.FS, dir string, ps *problems) *Image {
-	img := &Image{
-		Format: m.Format, Name: m.Name, Version: m.Version, Description: m.Description,
-		Instructions: strings.TrimSpace(m.Instructions), Tools: m.Tools, BaseTools: m.BaseTools,
-		Capabilities: m.Capabilities, Projection: m.Projection, Limits: m.Limits, Approvals: m.Approvals,
-	}
-	if img.Projection == "" {
-		img.Projection = Direct
-	}
+// Skills, and the route table. It reads the decoded document leniently, so that a
+// field of the wrong type (the schema's finding) does not hide the others' problems.
+func checkManifest(doc map[string]any, fsys fs.FS, dir string, ps *problems) *Image {
+	img := &Image{}
+	toolList := stringsAt(doc, "tools")
 	tools := map[string]bool{}
-	for i, t := range m.Tools {
+	for _, i := range ordered(toolList) {
+		t := toolList[i]
 		if t == RunJITTool {
 			ps.add("/tools/"+strconv.Itoa(i), "%s is not a process tool and cannot be enabled", RunJITTool)
 		}
 		tools[t] = true
 	}
-	for i, t := range m.BaseTools {
-		if !tools[t] {
-			ps.add("/base_tools/"+strconv.Itoa(i), "base tool %q is not among the image's tools", t)
+	base := stringsAt(doc, "base_tools")
+	for _, i := range ordered(base) {
+		if !tools[base[i]] {
+			ps.add("/base_tools/"+strconv.Itoa(i), "base tool %q is not among the image's tools", base[i])
 		}
 	}
 
@@ -337,32 +380,35 @@ func checkManifest(m *manifest, fsys fs.FS, dir string, ps *problems) *Image {
 		area, _, _ := strings.Cut(r.Name, ".")
 		areas[area] = true
 	}
-	for i, c := range m.Capabilities {
-		if !caps[c] {
+	capList := stringsAt(doc, "capabilities")
+	for _, i := range ordered(capList) {
+		if c := capList[i]; !caps[c] {
 			ps.add("/capabilities/"+strconv.Itoa(i), "no syscall route requires capability %q (capabilities are exact strings)", c)
 		}
 	}
-	for _, k := range sortedKeys(m.Limits.SyscallBudgets) {
+	for _, k := range keysAt(doc, "limits", "syscall_budgets") {
 		if k != syscalls.BudgetAll && !names[k] && !areas[k] {
 			ps.add("/limits/syscall_budgets/"+escapePointer(k), "%q is not %q, a route area or a route", k, syscalls.BudgetAll)
 		}
 	}
-	for _, k := range sortedKeys(m.Approvals.Routes) {
+	for _, k := range keysAt(doc, "approvals", "routes") {
 		if !names[k] && !areas[k] && k != string(syscalls.EffectRead) && k != string(syscalls.EffectWrite) {
 			ps.add("/approvals/routes/"+escapePointer(k), "%q is not a route, a route area, read or write", k)
 		}
 	}
-	for _, k := range sortedKeys(m.Approvals.Tools) {
+	for _, k := range keysAt(doc, "approvals", "tools") {
 		if !tools[k] {
 			ps.add("/approvals/tools/"+escapePointer(k), "tool %q is not among the image's tools", k)
 		}
 	}
 
-	if len(m.Skills) > 0 && !tools[SkillToolName] {
+	skillList := stringsAt(doc, "skills")
+	if len(skillList) > 0 && !tools[SkillToolName] {
 		ps.add("/tools", "the image ships Skills but does not enable %s, so none could be activated", SkillToolName)
 	}
 	seen := map[string]int{}
-	for i, entry := range m.Skills {
+	for _, i := range ordered(skillList) {
+		entry := skillList[i]
 		at := "/skills/" + strconv.Itoa(i)
 		p := path.Join(dir, entry, "SKILL.md")
 		if fsys == nil || !fs.ValidPath(p) || path.IsAbs(entry) {

@@ -1,0 +1,50 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/agentlibos/libos/engine"
+)
+
+// SkillName is the name of the Skill tool (engine.SkillToolName).
+const SkillName = engine.SkillToolName
+
+// Skill returns the built-in Skill tool, activate_skill {"name"}: it activates one of
+// the Skills the process's image ships and returns its instructions, its
+// allowed-tools and the Skills now active. Activation is durable and audited
+// (skill_activated); from then on the kernel refuses a model call to any tool outside
+// the image's base tools and the active Skills' allowed-tools. The catalog of Skills
+// (names and descriptions) is in the process's instructions (engine.Kernel.Instructions).
+func Skill() engine.Tool {
+	return engine.Tool{
+		Name: SkillName,
+		Description: "Activate one of this process's Skills by name and return its instructions. While any Skill is " +
+			"active, only its allowed tools (and this tool) can be called. The Skill catalog is in your instructions.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":64,` +
+			`"description":"The Skill's name, as listed in the catalog."}},"required":["name"],"additionalProperties":false}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"},"description":{"type":"string"},` +
+			`"instructions":{"type":"string"},"allowed_tools":{"type":"array","items":{"type":"string"}},` +
+			`"active_skills":{"type":"array","items":{"type":"string"}},"jit_tools":{"type":"array","items":{"type":"string"}}},` +
+			`"required":["name","description","instructions","allowed_tools","active_skills"],"additionalProperties":false}`),
+		Annotations: engine.Annotations{Title: "Activate a Skill", ReadOnly: false, Destructive: false, Idempotent: true},
+		Kind:        engine.KindBuiltin,
+		Handler:     activateSkill,
+	}
+}
+
+func activateSkill(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
+	obj, err := decodeArgs(call.Args, []string{"name"})
+	if err != nil {
+		return nil, err
+	}
+	name, ok := obj["name"].(string)
+	if !ok {
+		return nil, errorf(CodeInvalidRequest, `"name" must be a string`)
+	}
+	act, err := call.ActivateSkill(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(act)
+}
