@@ -262,8 +262,10 @@ func BenchmarkNativeCPULoop(b *testing.B) {
 	b.ReportMetric(float64(d[1])/native, "×native")
 }
 
-// How long each runaway takes to stop, as a multiple of its wall-time budget (the promise
-// is ≤ 2× for the time-bound ones).
+// How long each runaway takes to stop, as a multiple of its wall-time budget: "each is
+// stopped within 2× the budget". The memory bombs run under a 500 ms budget here (the test
+// gives them 10 s, so that it is the memory limit that stops them): whichever limit stops
+// them, memory growth and copying with no poll in between must not carry them past 2×.
 func BenchmarkRunaway(b *testing.B) {
 	blocking := syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 		<-ctx.Done()
@@ -271,8 +273,9 @@ func BenchmarkRunaway(b *testing.B) {
 	})
 	e := newHostTestEngine(b, Config{})
 	for _, tc := range runaways {
+		wall := tc.wall
 		if tc.limit != LimitWallTime {
-			continue
+			wall = 500 * time.Millisecond
 		}
 		b.Run(strings.ReplaceAll(tc.name, " ", "_"), func(b *testing.B) {
 			var sys Syscaller
@@ -282,14 +285,14 @@ func BenchmarkRunaway(b *testing.B) {
 			var worst time.Duration
 			for b.Loop() {
 				t0 := time.Now()
-				_, err := e.Run(context.Background(), tc.program, nil, sys, Options{Limits: Limits{WallTime: tc.wall}})
+				_, err := e.Run(context.Background(), tc.program, nil, sys, Options{Limits: Limits{WallTime: wall}})
 				worst = max(worst, time.Since(t0))
 				if err == nil {
 					b.Fatal("runaway finished")
 				}
 			}
-			b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(tc.wall), "×budget")
-			b.ReportMetric(float64(worst)/float64(tc.wall), "worst-×budget")
+			b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(wall), "×budget")
+			b.ReportMetric(float64(worst)/float64(wall), "worst-×budget")
 		})
 	}
 }

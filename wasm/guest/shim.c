@@ -65,11 +65,24 @@ static int oom_hit;
 
 /* ---- libc replacements: no WASI imports ---- */
 
+/* The edge of the time range a Date can hold (±10^8 days), in milliseconds. */
+#define MAX_DATE_MS 8.64e15
+
 int gettimeofday(struct timeval *tv, void *tz)
 {
     double ms = libos_now_ms();
-    int64_t us = (int64_t)(ms * 1000.0);
+    int64_t us;
     (void)tz;
+    /* The host holds its clock to the Date range; the guest holds it there too, so that
+       a clock outside it (or NaN) can never reach the double → int64 conversion, which
+       would trap or saturate to a date no Date can hold. NaN reads as the epoch. */
+    if (ms != ms)
+        ms = 0;
+    else if (ms > MAX_DATE_MS)
+        ms = MAX_DATE_MS;
+    else if (ms < -MAX_DATE_MS)
+        ms = -MAX_DATE_MS;
+    us = (int64_t)(ms * 1000.0);
     if (tv) {
         tv->tv_sec = us / 1000000;
         tv->tv_usec = us % 1000000;
