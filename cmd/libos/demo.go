@@ -192,7 +192,11 @@ func (d *demo) run() error {
 	fmt.Fprintln(d.w, "Every line marked 'model →' is a tool call frame going through the real pipeline.")
 
 	d.title("Spawn a process from the default image (direct projection)")
-	pid, err := k.Spawn(d.ctx, defaultProcess(engine.Direct))
+	img, err := loadImage("", engine.Direct)
+	if err != nil {
+		return err
+	}
+	pid, err := k.SpawnImage(d.ctx, img)
 	if err != nil {
 		return err
 	}
@@ -248,7 +252,8 @@ func (d *demo) run() error {
 	}
 
 	d.title("The multiplexed projection: JIT tools hide behind run_jit_tool")
-	mpid, err := k.Spawn(d.ctx, defaultProcess(engine.Multiplexed))
+	mimg, _ := loadImage("", engine.Multiplexed)
+	mpid, err := k.SpawnImage(d.ctx, mimg)
 	if err != nil {
 		return err
 	}
@@ -267,13 +272,13 @@ func (d *demo) run() error {
 	}
 
 	d.title("A denied capability: the same tool in a process without clock:now")
-	cfg := defaultProcess(engine.Direct)
-	cfg.Capabilities = []string{"kv:read"}
-	npid, err := k.Spawn(d.ctx, cfg)
+	nimg, _ := loadImage("", engine.Direct)
+	nimg.Capabilities = []string{"kv:read"}
+	npid, err := k.SpawnImage(d.ctx, nimg)
 	if err != nil {
 		return err
 	}
-	d.say("pid %s, capabilities %s; registering a tool grants no capability", npid, strings.Join(cfg.Capabilities, ", "))
+	d.say("pid %s, capabilities %s; registering a tool grants no capability", npid, strings.Join(nimg.Capabilities, ", "))
 	if err := d.authorClock(npid, false); err != nil {
 		return err
 	}

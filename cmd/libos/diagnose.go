@@ -92,9 +92,9 @@ one fails.`,
 				return err
 			}
 			return withScratch(cmd.Context(), e, func(sys *system) error {
-				pid, err := sys.k.Spawn(cmd.Context(), defaultProcess(proj))
+				pid, err := sys.spawnImage(cmd.Context(), "", proj)
 				if err != nil {
-					return usageErr("spawn: %v", err)
+					return err
 				}
 				return runOn(sys, pid)
 			})
@@ -102,7 +102,7 @@ one fails.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.pid, "pid", "", "diagnose this process of the store instead of a fresh one")
-	fl.StringVar(&f.projection, "projection", "direct", "without --pid: the projection of the fresh process")
+	fl.StringVar(&f.projection, "projection", "", "without --pid: the projection of the fresh process (default: the image's)")
 	fl.StringVar(&f.jit, "jit", "", "also check this registered JIT tool")
 	fl.StringVar(&f.jitArgs, "jit-args", "", "a valid case for --jit (default: the args of its first test)")
 	fl.StringVar(&f.jitBad, "jit-invalid", "", "a case --jit's input schema must reject (default: the valid case plus an undeclared key)")

@@ -161,14 +161,14 @@ func orRoot(p string) string {
 }
 
 func newToolsCmd(e *env) *cobra.Command {
-	var format, projection string
+	var format, projection, image string
 	c := &cobra.Command{
 		Use:   "tools [PID]",
 		Short: "Print the tool list a model sees, as MCP, OpenAI or Anthropic JSON",
 		Long: `tools prints the projected tool list of process PID (what the model sees) rendered for a
 provider: MCP Tool objects, OpenAI function tools (strict mode where the schema allows)
 or Anthropic tool definitions. Without PID it prints the list of a fresh process of the
-default image, in a throwaway store.`,
+default image (or --image), in a throwaway store.`,
 		Example: `  libos tools pid_0123... --format openai
   libos tools --projection multiplexed --format anthropic`,
 		Args:              cobra.MaximumNArgs(1),
@@ -197,22 +197,23 @@ default image, in a throwaway store.`,
 				return writeJSON(e.stdout, json.RawMessage(out))
 			}
 			if len(args) == 1 {
-				if cmd.Flags().Changed("projection") {
-					return usageErr("--projection applies only without PID: a process's projection is fixed at spawn")
+				if cmd.Flags().Changed("projection") || image != "" {
+					return usageErr("--projection and --image apply only without PID: they shape a fresh process")
 				}
 				return withSystem(cmd.Context(), e, readWrite, func(sys *system) error { return show(sys, args[0]) })
 			}
 			return withScratch(cmd.Context(), e, func(sys *system) error {
-				pid, err := sys.k.Spawn(cmd.Context(), defaultProcess(proj))
+				pid, err := sys.spawnImage(cmd.Context(), image, proj)
 				if err != nil {
-					return usageErr("spawn: %v", err)
+					return err
 				}
 				return show(sys, pid)
 			})
 		},
 	}
 	c.Flags().StringVar(&format, "format", "mcp", "rendering: mcp, openai or anthropic")
-	c.Flags().StringVar(&projection, "projection", "direct", "without PID: the projection of the fresh process")
+	c.Flags().StringVar(&projection, "projection", "", "without PID: the projection of the fresh process (default: the image's)")
+	c.Flags().StringVar(&image, "image", "", "without PID: the image of the fresh process (default: the embedded image)")
 	_ = c.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"mcp", "openai", "anthropic"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("projection", cobra.FixedCompletions([]string{"direct", "multiplexed"}, cobra.ShellCompDirectiveNoFileComp))
 	return c

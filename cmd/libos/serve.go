@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentlibos/libos/cmd/libos/internal/mcpserve"
-	"github.com/agentlibos/libos/engine"
 )
 
 type serveFlags struct {
@@ -55,8 +54,8 @@ the store closes. The PID is logged on stderr; stdout belongs to the protocol.`,
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.image, "image", "", "image file to spawn the process from (default: the embedded image)")
-	fl.StringVar(&f.projection, "projection", "direct", "how tools are shown to the model: direct or multiplexed")
+	fl.StringVar(&f.image, "image", "", "image manifest (YAML or JSON) to spawn the process from (default: the embedded image; see 'libos images')")
+	fl.StringVar(&f.projection, "projection", "", "how tools are shown to the model: direct or multiplexed (default: the image's)")
 	fl.StringVar(&f.http, "http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio")
 	fl.StringVar(&f.pid, "pid", "", "serve this existing process instead of spawning one")
 	_ = c.RegisterFlagCompletionFunc("projection", cobra.FixedCompletions([]string{"direct", "multiplexed"}, cobra.ShellCompDirectiveNoFileComp))
@@ -71,8 +70,11 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.image != "" {
-		return usageErr("--image: images are not supported by this build yet; omit --image to use the embedded image")
+	// The image is checked before the store is touched: a bad manifest changes nothing.
+	if f.pid == "" {
+		if _, err := loadImage(f.image, proj); err != nil {
+			return err
+		}
 	}
 	sys, err := e.open(ctx, readWrite)
 	if err != nil {
@@ -86,10 +88,12 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 
 	pid := f.pid
 	if pid == "" {
-		pid, err = sys.k.Spawn(ctx, defaultProcess(proj))
+		pid, err = sys.spawnImage(ctx, f.image, proj)
 		if err != nil {
-			return usageErr("spawn: %v", err)
+			return err
 		}
+		info, _ := sys.k.Process(pid)
+		proj = info.Projection
 		e.log.Info("spawned a process", "pid", pid, "projection", proj, "store", sys.dir)
 	} else {
 		info, err := sys.k.Process(pid)
@@ -100,10 +104,14 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		e.log.Info("serving an existing process", "pid", pid, "projection", proj, "store", sys.dir)
 	}
 
+	instr, err := sys.k.Instructions(pid)
+	if err != nil {
+		return usageErr("serve: %v", err)
+	}
 	bridge, err := mcpserve.New(sys.k, pid, mcpserve.Options{
 		Name:         "libos",
 		Version:      version,
-		Instructions: instructions(pid, proj),
+		Instructions: instr,
 		Logger:       e.log,
 	})
 	if err != nil {
@@ -115,12 +123,6 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return serveHTTP(ctx, e, sys, bridge.MCP(), f.http)
 	}
 	return serveStdio(ctx, e, sys, bridge.MCP())
-}
-
-// instructions tell the client which process it drives. The process's own
-// instructions come from its image.
-func instructions(pid string, p engine.Projection) string {
-	return fmt.Sprintf("Agent libOS process %s (%s projection). Every tool call is checked, run and recorded durably.", pid, p)
 }
 
 // serveStdio runs the protocol on stdin/stdout until the client closes stdin or a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/store"
@@ -95,7 +96,12 @@ func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, 
 		sb.Close(ctx)
 		return nil, usageErr("cannot set up JIT tools: %v", err)
 	}
-	k, err := engine.Open(ctx, st, engine.Config{Builtins: append([]engine.Tool{tools.Echo()}, jit.Tools()...)})
+	cfg := engine.Config{Builtins: append([]engine.Tool{tools.Echo(), tools.Skill()}, jit.Tools()...)}
+	if mode == readWrite {
+		// The kernel rebuilds the committed JIT bindings of the processes it restores.
+		cfg.JIT = jit
+	}
+	k, err := engine.Open(ctx, st, cfg)
 	if err != nil {
 		st.Close()
 		sb.Close(ctx)
@@ -105,6 +111,9 @@ func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, 
 	for _, u := range k.UnknownSettlements() {
 		e.log.Warn("a tool call was not settled before the last stop; its effects are unknown and it was not retried",
 			"pid", u.PID, "call_id", u.CallID, "tool", u.Tool, "seq", u.Seq)
+	}
+	for _, f := range k.BindingFailures() {
+		e.log.Warn("a registered JIT tool could not be installed again", "failure", fmt.Sprintf("%+v", f))
 	}
 	if mode == readWrite {
 		if err := jit.Attach(ctx, k); err != nil {
@@ -127,19 +136,61 @@ func (s *system) Close() error {
 	return nil
 }
 
-// defaultProcess is the process 'libos serve', 'diagnose' and 'demo' spawn when no
-// image is given: echo and the JIT lifecycle tools, with the clock and kv
-// capabilities and tools.call.
-func defaultProcess(p engine.Projection) engine.ProcessConfig {
-	return engine.ProcessConfig{
-		Capabilities: []string{"clock:now", "kv:read", "kv:write", "tools:call"},
-		Projection:   p,
-		Tools:        []string{tools.EchoName, tools.ProposeName, tools.ValidateName, tools.RegisterName},
+// image is the image to spawn: the file at path, or the embedded default image. A
+// non-empty projection overrides the image's.
+func loadImage(path string, projection engine.Projection) (*engine.Image, error) {
+	var img *engine.Image
+	var err error
+	if path == "" {
+		img, err = tools.DefaultImage()
+	} else {
+		abs, aerr := filepath.Abs(path)
+		if aerr != nil {
+			return nil, usageErr("--image: %v", aerr)
+		}
+		img, err = engine.LoadImage(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
 	}
+	if err != nil {
+		return nil, usageErr("%s", describe(err))
+	}
+	if projection != "" {
+		img.Projection = projection
+	}
+	return img, nil
 }
 
+// spawnImage spawns a process of the image at path (the default image when empty).
+func (s *system) spawnImage(ctx context.Context, path string, projection engine.Projection) (string, error) {
+	img, err := loadImage(path, projection)
+	if err != nil {
+		return "", err
+	}
+	pid, err := s.k.SpawnImage(ctx, img)
+	if err != nil {
+		return "", usageErr("spawn: %s", describe(err))
+	}
+	return pid, nil
+}
+
+// describe is an engine error with every detail it lists, one per line.
+func describe(err error) string {
+	var ee *engine.Error
+	if !errors.As(err, &ee) || len(ee.Details) == 0 {
+		return err.Error()
+	}
+	var b strings.Builder
+	b.WriteString(err.Error())
+	for _, d := range ee.Details {
+		fmt.Fprintf(&b, "\n  %s: %s", orRoot(d.Path), d.Message)
+	}
+	return b.String()
+}
+
+// parseProjection reads --projection; "" means the image's.
 func parseProjection(s string) (engine.Projection, error) {
 	switch engine.Projection(s) {
+	case "":
+		return "", nil
 	case engine.Direct, engine.Multiplexed:
 		return engine.Projection(s), nil
 	}

@@ -496,9 +496,9 @@ func storeValidator(e *env, sys *system) validator {
 	var pid string
 	return func(ctx context.Context, c tools.Candidate, raw []byte) (tools.Report, string, string, error) {
 		if pid == "" {
-			p, err := sys.k.Spawn(ctx, defaultProcess(engine.Direct))
+			p, err := sys.spawnImage(ctx, "", engine.Direct)
 			if err != nil {
-				return tools.Report{}, "", "", usageErr("--store: spawn: %v", err)
+				return tools.Report{}, "", "", err
 			}
 			pid = p
 			e.log.Info("validating in a fresh process", "pid", pid, "store", sys.dir)
