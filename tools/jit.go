@@ -68,12 +68,10 @@ type Config struct {
 	// Run bounds each JIT tool call in the sandbox; zero fields are the sandbox's
 	// defaults.
 	Run wasm.Limits
-	// Authority builds the syscall authority of a JIT tool call. Nil means: the
-	// calling process's capabilities from the call, Approver for operator-class
-	// routes, the kernel's host tools for tools.call, the call's depth.
+	// Authority builds the syscall authority of a JIT tool call. Nil means the
+	// kernel's: call.SyscallCaller() (the process's live capabilities, the kernel as
+	// approver, the image's route policy and budgets, tools.call, the call's depth).
 	Authority func(call *engine.Call) syscalls.Caller
-	// Approver decides operator-class syscalls when Authority is nil. Nil denies them.
-	Approver syscalls.Approver
 }
 
 // JIT is the JIT tool lifecycle: the three built-in tools and the call path of the
@@ -87,7 +85,6 @@ type JIT struct {
 	validator *Validator
 	run       wasm.Limits
 	authority func(call *engine.Call) syscalls.Caller
-	approver  syscalls.Approver
 	kernel    atomic.Pointer[engine.Kernel]
 }
 
@@ -107,7 +104,7 @@ func NewJIT(cfg Config) (*JIT, error) {
 	vc.Limits = cfg.Limits
 	return &JIT{
 		st: cfg.Store, sandbox: cfg.Sandbox, router: r, limits: cfg.Limits.withDefaults(),
-		validator: NewValidator(cfg.Sandbox, vc), run: cfg.Run, authority: cfg.Authority, approver: cfg.Approver,
+		validator: NewValidator(cfg.Sandbox, vc), run: cfg.Run, authority: cfg.Authority,
 	}, nil
 }
 
@@ -561,7 +558,7 @@ func (j *JIT) handler(program string) engine.Handler {
 	return func(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
 		caller := j.callerFor(call)
 		w := &watch{inner: j.router.For(caller)}
-		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.run})
+		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox)})
 		if err != nil {
 			return nil, runError(call.Tool, err, w.denied.Load())
 		}
@@ -573,15 +570,20 @@ func (j *JIT) callerFor(call *engine.Call) syscalls.Caller {
 	if j.authority != nil {
 		return j.authority(call)
 	}
-	caps := make([]syscalls.Capability, len(call.Capabilities))
-	for i, c := range call.Capabilities {
-		caps[i] = syscalls.Capability(c)
+	return call.SyscallCaller()
+}
+
+// runLimits applies the image's sandbox bounds of a call over the configured ones;
+// a bound can only tighten.
+func (j *JIT) runLimits(s engine.SandboxLimits) wasm.Limits {
+	l := j.run
+	if wt := s.WallTime(); wt > 0 && (l.WallTime <= 0 || wt < l.WallTime) {
+		l.WallTime = wt
 	}
-	c := syscalls.Caller{PID: call.PID, Tool: call.Tool, Capabilities: syscalls.NewCapSet(caps...), Approver: j.approver, Depth: call.Depth}
-	if k := j.kernel.Load(); k != nil {
-		c.Tools = k.Runtime().Tools
+	if m := s.MemoryBytes; m > 0 && (l.Memory <= 0 || m < l.Memory) {
+		l.Memory = m
 	}
-	return c
+	return l
 }
 
 // watch passes syscalls through and remembers the last refusal, so that a program

@@ -28,7 +28,11 @@ type world struct {
 	jit *tools.JIT
 }
 
-func openWorld(t testing.TB, dir string, cfg tools.Config) *world {
+// openWorld opens the pipeline with the JIT lifecycle as the kernel's JIT loader
+// (engine.Config.JIT), as embedders should.
+func openWorld(t testing.TB, dir string, cfg tools.Config) *world { return openWorldHook(t, dir, cfg, true) }
+
+func openWorldHook(t testing.TB, dir string, cfg tools.Config, hook bool) *world {
 	t.Helper()
 	st, err := store.Open(dir, store.Options{})
 	if err != nil {
@@ -39,7 +43,11 @@ func openWorld(t testing.TB, dir string, cfg tools.Config) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := engine.Open(context.Background(), st, engine.Config{Builtins: append([]engine.Tool{tools.Echo()}, jit.Tools()...)})
+	kc := engine.Config{Builtins: append([]engine.Tool{tools.Echo()}, jit.Tools()...)}
+	if hook {
+		kc.JIT = jit
+	}
+	k, err := engine.Open(context.Background(), st, kc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,5 +422,33 @@ func TestOutputSchemaFailureKeepsEffects(t *testing.T) {
 	}
 	if f := last(t, evs, engine.EventToolFailed); f["code"] != "output_invalid" {
 		t.Fatalf("tool_failed %v", f)
+	}
+}
+
+// TestJITCallAuthorityIsLive: a JIT tool's syscalls run with the process's live
+// authority and the image's sandbox bounds: a revocation stops the next call, the
+// image's wall time stops a runaway program.
+func TestJITCallAuthorityIsLive(t *testing.T) {
+	w := newWorld(t)
+	pid, _ := w.registered(t, engine.Direct, "clock:now")
+	w.mustCall(t, pid, "clock_now", `{"timezone":"UTC"}`)
+	if err := w.k.Revoke(context.Background(), pid, "clock:now"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.call(t, pid, "clock_now", `{"timezone":"UTC"}`); codeOf(err) != syscalls.CodeCapabilityDenied {
+		t.Fatalf("after the revocation: %v", err)
+	}
+
+	img := &engine.Image{Format: engine.ImageFormat, Name: "tight", Version: "1", Tools: lifecycle,
+		Limits: engine.ImageLimits{Sandbox: engine.SandboxLimits{WallTimeMillis: 100}}}
+	tight, err := w.k.SpawnImage(context.Background(), img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := withField(t, candidateJSON(t, "bad_runaway_loop.json"), "tests", `[]`)
+	w.mustCall(t, tight, tools.RegisterName, idArg(w.propose(t, tight, obj)))
+	_, err = w.call(t, tight, "spin", `{}`)
+	if codeOf(err) != "limit_exceeded" || !strings.Contains(err.Error(), "100ms") {
+		t.Fatalf("the image's sandbox wall time applies: %v", err)
 	}
 }

@@ -297,52 +297,95 @@ func TestValidationReportRecorded(t *testing.T) {
 }
 
 // TestPersistenceAcrossReopen: candidates, validation records and bindings survive a
-// reopen, and "committed bindings can rehydrate".
+// reopen, and "committed bindings can rehydrate" — through the kernel's JIT loader
+// hook, and through Attach when the kernel was opened without it.
 func TestPersistenceAcrossReopen(t *testing.T) {
-	dir := t.TempDir()
-	w := openWorld(t, dir, tools.Config{})
-	pid, toolID := w.registered(t, engine.Direct, "clock:now")
-	rejected := w.propose(t, pid, candidateJSON(t, "bad_wrong_expected.json"))
-	w.mustCall(t, pid, tools.ValidateName, idArg(rejected))
-	pending := w.propose(t, pid, candidateJSON(t, "good_sum_exact.json"))
-	w.close()
+	for _, hook := range []bool{true, false} {
+		t.Run(map[bool]string{true: "engine.Config.JIT", false: "Attach"}[hook], func(t *testing.T) {
+			dir := t.TempDir()
+			w := openWorldHook(t, dir, tools.Config{}, hook)
+			pid, toolID := w.registered(t, engine.Direct, "clock:now")
+			rejected := w.propose(t, pid, candidateJSON(t, "bad_wrong_expected.json"))
+			w.mustCall(t, pid, tools.ValidateName, idArg(rejected))
+			pending := w.propose(t, pid, candidateJSON(t, "good_sum_exact.json"))
+			w.close()
 
-	w2 := openWorld(t, dir, tools.Config{})
-	b, err := w2.st.Binding(pid, "clock_now")
-	if err != nil || b.ToolID != toolID || b.Scope != tools.ScopeEphemeralProcess {
-		t.Fatalf("binding after reopen: %+v %v", b, err)
+			w2 := openWorldHook(t, dir, tools.Config{}, hook)
+			if fs := w2.k.BindingFailures(); len(fs) != 0 {
+				t.Fatalf("binding failures: %+v", fs)
+			}
+			b, err := w2.st.Binding(pid, "clock_now")
+			if err != nil || b.ToolID != toolID || b.Scope != tools.ScopeEphemeralProcess {
+				t.Fatalf("binding after reopen: %+v %v", b, err)
+			}
+			c, err := w2.st.Candidate(pid, b.CandidateID)
+			if err != nil || c.State != tools.StateRegistered || len(c.Validations) != 1 || !c.Validations[0].OK {
+				t.Fatalf("registered candidate after reopen: %+v %v", c, err)
+			}
+			if r, _ := w2.st.Candidate(pid, rejected); r.State != tools.StateRejected || len(r.Validations) != 1 || r.Validations[0].OK {
+				t.Fatalf("rejected candidate after reopen: %+v", r)
+			}
+			if p, _ := w2.st.Candidate(pid, pending); p.State != tools.StateProposed {
+				t.Fatalf("proposed candidate after reopen: %+v", p)
+			}
+			info, err := w2.k.Process(pid)
+			if err != nil || info.Tools["clock_now"] != engine.KindJIT {
+				t.Fatalf("the binding was not reinstalled: %+v %v", info, err)
+			}
+			out := w2.mustCall(t, pid, "clock_now", `{"timezone":"Europe/Paris"}`)
+			if out["timezone"] != "Europe/Paris" {
+				t.Fatalf("%v", out)
+			}
+			evs := w2.events(t, pid)
+			if last(t, evs, engine.EventToolCalled)["tool_id"] != toolID {
+				t.Fatal("the rehydrated tool keeps its identity")
+			}
+			if hook {
+				if count(evs, tools.EventJITRehydrated) != 0 {
+					t.Fatal("Attach installed a binding the kernel had restored")
+				}
+			} else if r := last(t, evs, tools.EventJITRehydrated); r["tool_id"] != toolID {
+				t.Fatalf("rehydration is recorded: %v", r)
+			}
+			// The settled candidate is still settled; the pending one validates now.
+			if _, err := w2.call(t, pid, tools.ValidateName, idArg(rejected)); !errors.Is(err, tools.ErrAlreadySettled) {
+				t.Fatalf("%v", err)
+			}
+			if rep := w2.mustCall(t, pid, tools.ValidateName, idArg(pending)); rep["ok"] != true {
+				t.Fatalf("%v", rep)
+			}
+		})
 	}
-	c, err := w2.st.Candidate(pid, b.CandidateID)
-	if err != nil || c.State != tools.StateRegistered || len(c.Validations) != 1 || !c.Validations[0].OK {
-		t.Fatalf("registered candidate after reopen: %+v %v", c, err)
+}
+
+// TestForkNewIdentities: "ephemeral_process is ownership scope: committed bindings can
+// rehydrate, while checkpoint forks get new identities." The kernel re-creates the
+// binding in the fork through LoadJIT: same name and program, new tool ID.
+func TestForkNewIdentities(t *testing.T) {
+	w := newWorld(t)
+	pid, toolID := w.registered(t, engine.Direct, "clock:now")
+	ck, err := w.k.Checkpoint(context.Background(), pid)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r, _ := w2.st.Candidate(pid, rejected); r.State != tools.StateRejected || len(r.Validations) != 1 || r.Validations[0].OK {
-		t.Fatalf("rejected candidate after reopen: %+v", r)
+	child, err := w.k.Fork(context.Background(), ck)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if p, _ := w2.st.Candidate(pid, pending); p.State != tools.StateProposed {
-		t.Fatalf("proposed candidate after reopen: %+v", p)
+	b, err := w.st.Binding(child, "clock_now")
+	if err != nil || b.ToolID == toolID || !toolRE.MatchString(b.ToolID) || b.CandidatePID != pid {
+		t.Fatalf("fork binding %+v %v (parent tool %s)", b, err, toolID)
 	}
-	info, err := w2.k.Process(pid)
-	if err != nil || info.Tools["clock_now"] != engine.KindJIT {
-		t.Fatalf("the binding was not reinstalled: %+v %v", info, err)
-	}
-	out := w2.mustCall(t, pid, "clock_now", `{"timezone":"Europe/Paris"}`)
-	if out["timezone"] != "Europe/Paris" {
+	out := w.mustCall(t, child, "clock_now", `{"timezone":"UTC"}`)
+	if out["timezone"] != "UTC" {
 		t.Fatalf("%v", out)
 	}
-	evs := w2.events(t, pid)
-	if last(t, evs, engine.EventToolCalled)["tool_id"] != toolID {
-		t.Fatal("the rehydrated tool keeps its identity")
+	if last(t, w.events(t, child), engine.EventToolCalled)["tool_id"] != b.ToolID {
+		t.Fatal("the fork's calls carry the fork's tool ID")
 	}
-	if r := last(t, evs, tools.EventJITRehydrated); r["tool_id"] != toolID {
-		t.Fatalf("rehydration is recorded: %v", r)
-	}
-	// The settled candidate is still settled; the pending one validates now.
-	if _, err := w2.call(t, pid, tools.ValidateName, idArg(rejected)); !errors.Is(err, tools.ErrAlreadySettled) {
+	// The candidate stays its proposer's: the fork cannot validate or register it.
+	if _, err := w.call(t, child, tools.RegisterName, idArg(b.CandidateID)); !errors.Is(err, tools.ErrNotFound) {
 		t.Fatalf("%v", err)
-	}
-	if rep := w2.mustCall(t, pid, tools.ValidateName, idArg(pending)); rep["ok"] != true {
-		t.Fatalf("%v", rep)
 	}
 }
 
