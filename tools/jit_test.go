@@ -30,7 +30,9 @@ type world struct {
 
 // openWorld opens the pipeline with the JIT lifecycle as the kernel's JIT loader
 // (engine.Config.JIT), as embedders should.
-func openWorld(t testing.TB, dir string, cfg tools.Config) *world { return openWorldHook(t, dir, cfg, true) }
+func openWorld(t testing.TB, dir string, cfg tools.Config) *world {
+	return openWorldHook(t, dir, cfg, true)
+}
 
 func openWorldHook(t testing.TB, dir string, cfg tools.Config, hook bool) *world {
 	t.Helper()
