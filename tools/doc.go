@@ -14,8 +14,11 @@
 //	sb, _ := wasm.NewEngine(ctx, wasm.Config{})
 //	st, _ := store.Open(dir, store.Options{})
 //	jit, _ := tools.NewJIT(tools.Config{Store: st, Sandbox: sb})
-//	k, _ := engine.Open(ctx, st, engine.Config{Builtins: append([]engine.Tool{tools.Echo()}, jit.Tools()...)})
-//	err := jit.Attach(ctx, k) // binds the kernel; reinstalls committed JIT bindings
+//	k, _ := engine.Open(ctx, st, engine.Config{
+//		Builtins: append([]engine.Tool{tools.Echo()}, jit.Tools()...),
+//		JIT:      jit, // Open restores committed bindings, Fork re-creates them (LoadJIT)
+//	})
+//	err := jit.Attach(ctx, k) // binds the kernel; installs any binding Open did not
 //	pid, _ := k.Spawn(ctx, engine.ProcessConfig{Capabilities: []string{"clock:now"},
 //		Tools: []string{tools.ProposeName, tools.ValidateName, tools.RegisterName}})
 //
@@ -52,8 +55,10 @@
 //
 // A JIT tool call reaches its handler only after the engine has checked the arguments
 // against the stored input schema. The handler runs the cached program in the sandbox
-// with the calling process's authority (syscalls.Router.For with the call's PID,
-// capabilities and depth); every syscall decision is audited by the router. The
+// with the calling process's authority (syscalls.Router.For(call.SyscallCaller()):
+// the live capability set, the kernel as approver, the image's route policy, budgets
+// and sandbox bounds, the call's depth); every syscall decision is audited by the
+// router. The
 // engine then checks the result against the output schema; a failure there does not
 // undo syscalls that ran. A program that lets a refused syscall escape fails with the
 // syscall's code (capability_denied, …); other sandbox failures keep wasm's code.
