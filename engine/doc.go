@@ -3,8 +3,9 @@
 // It owns the Kernel (open, close, rehydrate), processes and their tool tables, the
 // tool-call adapter that normalises provider frames, the projections (direct and
 // multiplexed) and their renderings for MCP, OpenAI and Anthropic, the dispatch
-// pipeline, limits and budgets, result normalisation and the events of a call.
-// Images, approvals and Skills extend it.
+// pipeline, limits and budgets, result normalisation and the events of a call; images,
+// the process lifecycle (grant/revoke, projection, pause/kill, checkpoint and fork,
+// rehydrate), Skills and the Skill gate, operator approvals, and the operator API.
 //
 // It must not know about QuickJS, esbuild or Pebble keys: the sandbox is reached
 // through handlers (package tools builds them, JIT tools come through InstallTool),
@@ -29,7 +30,9 @@
 //	              (its code)   (limit_exceeded, no ToolResult)
 //
 // A protocol-frame failure is never a tool failure and never has a tool_called event.
-// Everything before tool_called leaves no open call; everything after it is settled
+// A paused process, the Skill gate and an operator-class tool's approval (denied or
+// timed out) are call_rejected too, with codes process_paused, tool_not_allowed,
+// approval_denied and approval_timeout. Everything before tool_called leaves no open call; everything after it is settled
 // by exactly one of tool_result or tool_failed. tool_called and the budget charge are
 // one durable batch, as are the ToolResult and tool_result. A call left open by a
 // crash is settled as unknown_settlement when the kernel is opened again, and is not
@@ -52,4 +55,55 @@
 // A result is normalised to its canonical JSON text (compact, keys sorted, numbers as
 // written) and returned twice, as Result.Structured and Result.Text, as MCP's
 // structuredContent and text content do; the persisted ToolResult holds the same.
+//
+// # Images and processes
+//
+// An Image is a versioned manifest (format libos.image/v1, YAML or JSON, checked
+// against an embedded JSON Schema; unknown fields refused; every problem listed at
+// once in Error.Details): name, version, model-facing instructions, built-in tools,
+// base tools, Skills (directories holding a SKILL.md, relative to the manifest),
+// capabilities, projection, limits (argument/result sizes, depth, a tool-call budget,
+// sandbox wall time and memory, syscall budgets) and approvals (routes by name, area
+// or side-effect class; tools by name). LoadImage reads one from an fs.FS;
+// DefaultImage is embedded (package tools' DefaultImage supplies its Skills).
+//
+//	img, err := engine.LoadImage(os.DirFS(dir), "image.yaml")
+//	pid, err := k.SpawnImage(ctx, img)            // Spawn(ctx, ProcessConfig) still works
+//
+// The process record (store.Process) keeps the whole image, the live capabilities,
+// the projection, the state, the active Skills and the operator's gate, so Open
+// restores each running or paused process exactly. Operator calls: Grant, Revoke
+// (effective at the next capability check, even inside a running call, because
+// Call.SyscallCaller hands syscalls the live set), SetProjection, Pause, Resume,
+// Kill, ListProcesses, Process; Checkpoint and Fork (new PID, new tool IDs, the
+// candidates stay with their owner); every change is one batch with its event.
+//
+// JIT tools come back through Config.JIT, a JITLoader (package tools' *JIT): on Open
+// for every committed binding of a live process (same name, tool ID and schemas), and
+// on Fork for each binding re-created under the new PID. A JIT handler builds its
+// syscall authority with Call.SyscallCaller and its sandbox bounds from Call.Sandbox.
+//
+// # Skills
+//
+// ParseSkill reads a SKILL.md (front matter name, description, allowed-tools). Loading
+// an image refuses a Skill whose allowed-tools names run_jit_tool or a tool the image
+// lacks. Instructions and Skills render the catalog; the Skill tool (package tools)
+// calls Call.ActivateSkill. While Skills are active, a model call (or a tools.call
+// made under one) passes only for the base tools, activate_skill, the active Skills'
+// allowed-tools and, when one of them allows register_jit_tool, the process's JIT
+// tools. Activation is durable; the catalog and activations never name a JIT tool in
+// the multiplexed projection.
+//
+// # Approvals and the operator
+//
+// An operator-class tool (image approvals.tools) or route (approvals.routes, or the
+// route table) creates a durable pending Approval: who (PID, via, calling tool and
+// its ID), what (tool or route), the exact canonical arguments and the SHA-256 of the
+// tool's definition. Approve/Deny decide it; a timeout (Config.ApprovalTimeout for
+// tools, the router's for routes) expires it. A decision applies to one call with
+// the same arguments and definition, also after a restart. The kernel is the
+// syscalls.Approver of every SyscallCaller. The operator also reads Candidates (with
+// their validation records), Bindings, Approvals/PendingApprovals, Events, VerifyLog,
+// ExportEvents (JSON lines) and Checkpoints, and removes a JIT tool with
+// RevokeBinding; UnknownSettlements and BindingFailures report what Open found.
 package engine
