@@ -118,6 +118,8 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return usageErr("serve: %v", err)
 	}
 	defer bridge.Close()
+	stopOperator := serveOperator(ctx, e, sys.k, sys.dir)
+	defer stopOperator()
 
 	if f.http != "" {
 		return serveHTTP(ctx, e, sys, bridge.MCP(), f.http)

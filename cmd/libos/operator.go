@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentlibos/libos/engine"
+)
+
+// The operator channel: while 'libos serve' holds a store, the operator commands
+// (approve, deny, grant, revoke, approvals) reach its kernel through a Unix socket
+// that only the same user can connect to; without a server they open the store
+// themselves. The channel carries the kernel's operator API as JSON and adds nothing
+// to it.
+
+// operatorSocket is the socket of the server holding the store in dir: in the
+// temporary directory, named after the store's absolute path, so it never sits in
+// Pebble's directory and stays short enough for a socket path.
+func operatorSocket(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(os.TempDir(), "libos-"+hex.EncodeToString(sum[:8])+".sock")
+}
+
+// opRequest is one operator call over the socket.
+type opRequest struct {
+	Op     string `json:"op"`
+	PID    string `json:"pid,omitempty"`
+	ID     string `json:"id,omitempty"`
+	Cap    string `json:"capability,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+type opError struct {
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+	Details []engine.Detail `json:"details,omitempty"`
+}
+
+// operate runs one operator call on k.
+func operate(ctx context.Context, k *engine.Kernel, r opRequest) (any, error) {
+	switch r.Op {
+	case "approve":
+		return nil, k.Approve(ctx, r.ID)
+	case "deny":
+		return nil, k.Deny(ctx, r.ID, r.Reason)
+	case "grant":
+		return nil, k.Grant(ctx, r.PID, r.Cap)
+	case "revoke":
+		return nil, k.Revoke(ctx, r.PID, r.Cap)
+	case "approvals":
+		if r.PID != "" {
+			return k.Approvals(r.PID)
+		}
+		return k.PendingApprovals()
+	}
+	return nil, fmt.Errorf("unknown operator call %q", r.Op)
+}
+
+// serveOperator answers operator calls for k on the socket of dir until ctx ends.
+// A socket left by a server that died is replaced; one that answers is another
+// server's, which cannot be (the store is locked), so it is replaced too.
+func serveOperator(ctx context.Context, e *env, k *engine.Kernel, dir string) (stop func()) {
+	path := operatorSocket(dir)
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		e.log.Warn("no operator channel: approve, deny, grant and revoke will not reach this server", "socket", path, "err", err)
+		return func() {}
+	}
+	_ = os.Chmod(path, 0o600)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/op", func(w http.ResponseWriter, req *http.Request) {
+		var r opRequest
+		dec := json.NewDecoder(io.LimitReader(req.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(opError{Code: "invalid_request", Message: err.Error()})
+			return
+		}
+		out, err := operate(req.Context(), k, r)
+		if err != nil {
+			oe := opError{Code: engine.CodeOf(err), Message: err.Error()}
+			var ee *engine.Error
+			if errors.As(err, &ee) {
+				oe.Details = ee.Details
+			}
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_ = json.NewEncoder(w).Encode(oe)
+			return
+		}
+		e.log.Info("operator", "op", r.Op, "pid", r.PID, "id", r.ID, "capability", r.Cap)
+		_ = json.NewEncoder(w).Encode(out)
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		_ = os.Remove(path)
+	}
+}
+
+// errNoServer: no server answers on the store's socket.
+var errNoServer = errors.New("no server")
+
+// remoteOp sends r to the server holding the store in dir and decodes its answer
+// into out.
+func remoteOp(ctx context.Context, dir string, r opRequest, out any) error {
+	path := operatorSocket(dir)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return errNoServer
+	}
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}, Timeout: 30 * time.Second}
+	body, _ := json.Marshal(r)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://libos/v1/op", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return errNoServer // a socket nobody listens on: the server is gone
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return usageErr("operator channel: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var oe opError
+		_ = json.Unmarshal(b, &oe)
+		msg := oe.Message
+		for _, d := range oe.Details {
+			msg += fmt.Sprintf("\n  %s: %s", orRoot(d.Path), d.Message)
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s (%s)", msg, oe.Code)}
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// op runs r on the server holding the store, or on the store itself when no server
+// runs.
+func (e *env) op(ctx context.Context, r opRequest, out any) error {
+	dir, err := e.dataDirectory()
+	if err != nil {
+		return err
+	}
+	err = remoteOp(ctx, dir, r, out)
+	if !errors.Is(err, errNoServer) {
+		return err
+	}
+	return withSystem(ctx, e, readWrite, func(sys *system) error {
+		res, err := operate(ctx, sys.k, r)
+		if err != nil {
+			return &exitError{code: exitFailed, err: errors.New(describe(err))}
+		}
+		if out != nil {
+			b, _ := json.Marshal(res)
+			return json.Unmarshal(b, out)
+		}
+		return nil
+	})
+}
+
+func operatorCmds(e *env) []*cobra.Command {
+	approve := &cobra.Command{
+		Use:   "approve ID",
+		Short: "Approve a pending operator approval",
+		Long: `approve grants pending approval ID: the call waiting on it proceeds, provided the tool's
+definition is still the one the approval was asked for. The decision is durable and
+recorded in the asking process's event log. When 'libos serve' holds the store the
+decision goes to it (the waiting call is there); list pending approvals with
+'libos approvals'.`,
+		Example: `  libos approvals
+  libos approve appr_0123...`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := e.op(cmd.Context(), opRequest{Op: "approve", ID: args[0]}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "approved %s\n", args[0])
+			return nil
+		},
+	}
+	var reason string
+	deny := &cobra.Command{
+		Use:   "deny ID",
+		Short: "Deny a pending operator approval",
+		Long: `deny refuses pending approval ID: the waiting call fails with approval_denied and the
+reason. The decision is durable and recorded in the asking process's event log.`,
+		Example: `  libos deny appr_0123... --reason "not during the freeze"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := e.op(cmd.Context(), opRequest{Op: "deny", ID: args[0], Reason: reason}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "denied %s\n", args[0])
+			return nil
+		},
+	}
+	deny.Flags().StringVar(&reason, "reason", "denied by the operator", "why, as the waiting call will report it")
+
+	var asJSON bool
+	approvals := &cobra.Command{
+		Use:   "approvals [PID]",
+		Short: "List pending approvals (or every approval of PID)",
+		Long: `approvals lists the approvals waiting for an operator decision, oldest first: ID, process,
+kind (tool or route), subject, arguments and deadline. With PID it lists every approval
+of that process, decided ones included.`,
+		Example: `  libos approvals
+  libos approvals pid_0123... --json`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: pidArgs(e),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r := opRequest{Op: "approvals"}
+			if len(args) == 1 {
+				r.PID = args[0]
+			}
+			var list []engine.Approval
+			if err := e.op(cmd.Context(), r, &list); err != nil {
+				return err
+			}
+			if list == nil {
+				list = []engine.Approval{}
+			}
+			if asJSON {
+				return writeJSON(e.stdout, list)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "APPROVAL\tPID\tSTATE\tKIND\tSUBJECT\tARGUMENTS\tDEADLINE")
+			for _, a := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.PID, a.State, a.Kind, a.Subject, a.Args, a.Deadline.UTC().Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	approvals.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	capCmd := func(op, short, long string) *cobra.Command {
+		c := &cobra.Command{
+			Use:               op + " PID CAPABILITY",
+			Short:             short,
+			Long:              long,
+			Example:           fmt.Sprintf("  libos %s pid_0123... clock:now", op),
+			Args:              cobra.ExactArgs(2),
+			ValidArgsFunction: pidArgs(e),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if err := e.op(cmd.Context(), opRequest{Op: op, PID: args[0], Cap: args[1]}, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "%sd %s: %s\n", strings.TrimSuffix(op, "e"), args[0], args[1])
+				return nil
+			},
+		}
+		return c
+	}
+	grant := capCmd("grant", "Grant a capability to a process",
+		`grant gives process PID a capability (one that some syscall route requires; see
+'libos syscalls'). It is durable, with a capability_granted event, before the process
+can use it. When 'libos serve' holds the store, the grant goes to it.`)
+	revoke := capCmd("revoke", "Revoke a capability from a process",
+		`revoke takes a capability from process PID. It takes effect at once: the next
+capability check of every call of the process refuses it, calls already running
+included. A capability_revoked event records it.`)
+
+	return []*cobra.Command{approvals, approve, deny, grant, revoke, newImagesCmd(e), newSkillsCmd(e)}
+}
+
+func newImagesCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "images [FILE...]",
+		Short: "Show the embedded image, or check image manifests",
+		Long: `images prints the image 'libos serve' spawns by default: its tools, capabilities,
+projection, Skills, limits and digest. With FILE arguments it loads and checks each
+image manifest (YAML or JSON, Skills relative to the manifest) and lists every problem
+of an invalid one; the exit status is 1 when any is invalid.`,
+		Example: `  libos images
+  libos images ./my-image.yaml --json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			paths := args
+			if len(paths) == 0 {
+				paths = []string{""}
+			}
+			bad := 0
+			var all []*engine.Image
+			for _, p := range paths {
+				img, err := loadImage(p, "")
+				if err != nil {
+					bad++
+					fmt.Fprintf(e.stderr, "%s: %v\n", p, err)
+					continue
+				}
+				all = append(all, img)
+				if asJSON {
+					continue
+				}
+				name := p
+				if name == "" {
+					name = "(embedded)"
+				}
+				skills := make([]string, 0, len(img.Skills))
+				for _, s := range img.Skills {
+					skills = append(skills, s.Name)
+				}
+				fmt.Fprintf(e.stdout, "%s: %s %s\n", name, img.Name, img.Version)
+				fmt.Fprintf(e.stdout, "  tools         %s\n", strings.Join(img.Tools, ", "))
+				fmt.Fprintf(e.stdout, "  capabilities  %s\n", strings.Join(img.Capabilities, ", "))
+				fmt.Fprintf(e.stdout, "  projection    %s\n", img.Projection)
+				fmt.Fprintf(e.stdout, "  skills        %s\n", strings.Join(skills, ", "))
+				fmt.Fprintf(e.stdout, "  digest        %s\n", img.Digest())
+			}
+			if asJSON {
+				if err := writeJSON(e.stdout, all); err != nil {
+					return usageErr("%v", err)
+				}
+			}
+			if bad > 0 {
+				return failed()
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the images as JSON, Skills included")
+	return c
+}
+
+func newSkillsCmd(e *env) *cobra.Command {
+	skills := &cobra.Command{
+		Use:   "skills",
+		Short: "Work with Skill documents (SKILL.md)",
+	}
+	check := &cobra.Command{
+		Use:   "check PATH...",
+		Short: "Check Skill documents and list every problem",
+		Long: `check parses each Skill document as a process would load it: YAML front matter with name,
+description and allowed-tools, then the instructions. A PATH is a SKILL.md file, a
+directory holding one, or a directory of such directories. Every problem of every
+document is listed (for instance run_jit_tool in allowed-tools: it is never a process
+tool); the exit status is 1 when any document is invalid.`,
+		Example: `  libos skills check tools/skills/
+  libos skills check my-skill/SKILL.md`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var files []string
+			for _, a := range args {
+				fi, err := os.Stat(a)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				if !fi.IsDir() {
+					files = append(files, a)
+					continue
+				}
+				found, _ := filepath.Glob(filepath.Join(a, "SKILL.md"))
+				more, _ := filepath.Glob(filepath.Join(a, "*", "SKILL.md"))
+				found = append(found, more...)
+				if len(found) == 0 {
+					return usageErr("%s: no SKILL.md in it or in its subdirectories", a)
+				}
+				sort.Strings(found)
+				files = append(files, found...)
+			}
+			bad := 0
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				s, err := engine.ParseSkill(b)
+				if err != nil {
+					bad++
+					fmt.Fprintf(e.stdout, "FAIL %s\n", f)
+					var ee *engine.Error
+					if errors.As(err, &ee) && len(ee.Details) > 0 {
+						for _, d := range ee.Details {
+							fmt.Fprintf(e.stdout, "  %s: %s: %s\n", f, orRoot(d.Path), d.Message)
+						}
+					} else {
+						fmt.Fprintf(e.stdout, "  %s: %v\n", f, err)
+					}
+					continue
+				}
+				fmt.Fprintf(e.stdout, "ok   %s (%s; allowed-tools: %s)\n", f, s.Name, strings.Join(s.AllowedTools, " "))
+			}
+			fmt.Fprintf(e.stdout, "%d passed, %d failed\n", len(files)-bad, bad)
+			if bad > 0 {
+				return failed()
+			}
+			return nil
+		},
+	}
+	skills.AddCommand(check)
+	return skills
+}
