@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -181,6 +180,7 @@ func (k *Kernel) awaitApproval(ctx context.Context, p *process, sub approvalSubj
 			k.apprMu.Unlock()
 			return "", storageErr("record the approval request", err)
 		}
+		k.setOwner(a.ID, p.pid)
 	} else {
 		deadline = a.Deadline
 	}
@@ -405,16 +405,8 @@ func (k *Kernel) approvalOwner(id string) (string, error) {
 	if !strings.HasPrefix(id, "appr_") || len(id) != len("appr_")+32 {
 		return "", notFound
 	}
-	recs, err := k.st.Processes()
-	if err != nil {
-		return "", storageErr("find approval", err)
-	}
-	for _, r := range recs {
-		if _, err := k.st.Approval(r.PID, id); err == nil {
-			return r.PID, nil
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return "", storageErr("find approval", err)
-		}
+	if pid, ok := k.owner(id); ok {
+		return pid, nil
 	}
 	return "", notFound
 }

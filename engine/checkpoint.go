@@ -199,6 +199,7 @@ func (k *Kernel) Checkpoint(ctx context.Context, pid string) (string, error) {
 	if err != nil {
 		return "", storageErr("checkpoint "+pid, err)
 	}
+	k.setOwner(id, pid)
 	return id, nil
 }
 
@@ -208,20 +209,18 @@ func (k *Kernel) findCheckpoint(id string) (store.Checkpoint, error) {
 	if !strings.HasPrefix(id, "ckpt_") || len(id) != len("ckpt_")+32 {
 		return store.Checkpoint{}, notFound
 	}
-	recs, err := k.st.Processes()
+	pid, ok := k.owner(id)
+	if !ok {
+		return store.Checkpoint{}, notFound
+	}
+	c, err := k.st.Checkpoint(pid, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Checkpoint{}, notFound
+	}
 	if err != nil {
 		return store.Checkpoint{}, storageErr("find checkpoint", err)
 	}
-	for _, r := range recs {
-		c, err := k.st.Checkpoint(r.PID, id)
-		if err == nil {
-			return c, nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return store.Checkpoint{}, storageErr("find checkpoint", err)
-		}
-	}
-	return store.Checkpoint{}, notFound
+	return c, nil
 }
 
 // Fork creates a new process from checkpoint id and returns its PID. The fork has

@@ -152,6 +152,9 @@ type Kernel struct {
 	apprMu  sync.Mutex
 	waiters map[string]*waiter // approval ID → the call waiting on it
 
+	ownMu  sync.RWMutex
+	owners map[string]string // checkpoint or approval ID → its process
+
 	unknown  []UnknownSettlement
 	failures []BindingFailure
 }
@@ -186,6 +189,7 @@ func Open(ctx context.Context, st *store.Store, cfg Config) (*Kernel, error) {
 		jit:      cfg.JIT,
 		closing:  make(chan struct{}),
 		waiters:  map[string]*waiter{},
+		owners:   map[string]string{},
 
 		approvalTimeout: cfg.ApprovalTimeout,
 	}

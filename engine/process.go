@@ -230,6 +230,9 @@ func (k *Kernel) rehydrate(ctx context.Context) error {
 		return storageErr("open: list processes", err)
 	}
 	for _, rec := range recs {
+		if err := k.indexOwners(rec.PID); err != nil {
+			return err
+		}
 		if rec.State != StateRunning && rec.State != StatePaused {
 			continue
 		}
@@ -522,4 +525,36 @@ func (p *process) skillAllows(e *entry) (bool, string) {
 	}
 	return false, fmt.Sprintf("%s is not allowed while the Skills %s are active: only the image's base tools and their allowed-tools can be called",
 		e.Name, strings.Join(p.active, ", "))
+}
+
+// indexOwners remembers which process each checkpoint and approval of pid belongs to.
+func (k *Kernel) indexOwners(pid string) error {
+	cs, err := k.st.Checkpoints(pid)
+	if err != nil {
+		return storageErr("open: checkpoints of "+pid, err)
+	}
+	as, err := k.st.Approvals(pid)
+	if err != nil {
+		return storageErr("open: approvals of "+pid, err)
+	}
+	for _, c := range cs {
+		k.setOwner(c.ID, pid)
+	}
+	for _, a := range as {
+		k.setOwner(a.ID, pid)
+	}
+	return nil
+}
+
+func (k *Kernel) setOwner(id, pid string) {
+	k.ownMu.Lock()
+	k.owners[id] = pid
+	k.ownMu.Unlock()
+}
+
+func (k *Kernel) owner(id string) (string, bool) {
+	k.ownMu.RLock()
+	defer k.ownMu.RUnlock()
+	pid, ok := k.owners[id]
+	return pid, ok
 }
