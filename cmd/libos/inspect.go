@@ -287,48 +287,49 @@ func newPsCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ps",
 		Short: "List the processes in the store",
-		Long: `ps lists every process the store holds: PID, state, projection, capabilities, number of
-events and when it was created.`,
+		Long: `ps lists every process the store holds, killed ones included: PID, state, image,
+projection, capabilities and when it was created. When 'libos serve' holds the store,
+the list comes from it.`,
 		Example: `  libos ps
   libos ps --data ./agent-store --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withSystem(cmd.Context(), e, readOnly, func(sys *system) error {
-				procs, err := sys.st.Processes()
-				if err != nil {
-					return usageErr("%v", err)
+			var procs []engine.ProcessInfo
+			if err := e.op(cmd.Context(), opRequest{Op: "processes"}, &procs); err != nil {
+				return err
+			}
+			type row struct {
+				PID          string    `json:"pid"`
+				State        string    `json:"state"`
+				Image        string    `json:"image"`
+				ImageVersion string    `json:"image_version"`
+				Projection   string    `json:"projection"`
+				Capabilities []string  `json:"capabilities"`
+				ActiveSkills []string  `json:"active_skills"`
+				Parent       string    `json:"parent,omitempty"`
+				Created      time.Time `json:"created"`
+			}
+			rows := []row{}
+			for _, p := range procs {
+				caps := p.Capabilities
+				if caps == nil {
+					caps = []string{}
 				}
-				type row struct {
-					PID          string    `json:"pid"`
-					State        string    `json:"state"`
-					Projection   string    `json:"projection"`
-					Capabilities []string  `json:"capabilities"`
-					Events       uint64    `json:"events"`
-					Parent       string    `json:"parent,omitempty"`
-					Created      time.Time `json:"created"`
+				active := p.ActiveSkills
+				if active == nil {
+					active = []string{}
 				}
-				rows := []row{}
-				for _, p := range procs {
-					h, err := sys.st.Head(p.PID)
-					if err != nil {
-						return usageErr("%v", err)
-					}
-					caps := p.Capabilities
-					if caps == nil {
-						caps = []string{}
-					}
-					rows = append(rows, row{p.PID, p.State, p.Projection, caps, h.Seq, p.Parent, p.Created.UTC()})
-				}
-				if asJSON {
-					return writeJSON(e.stdout, rows)
-				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "PID\tSTATE\tPROJECTION\tEVENTS\tCREATED\tCAPABILITIES")
-				for _, r := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.PID, r.State, r.Projection, r.Events, r.Created.Format(time.RFC3339), strings.Join(r.Capabilities, ","))
-				}
-				return tw.Flush()
-			})
+				rows = append(rows, row{p.PID, p.State, p.Image, p.ImageVersion, string(p.Projection), caps, active, p.Parent, p.Created.UTC()})
+			}
+			if asJSON {
+				return writeJSON(e.stdout, rows)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PID\tSTATE\tIMAGE\tPROJECTION\tCREATED\tCAPABILITIES")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%s\t%s\t%s\n", r.PID, r.State, r.Image, r.ImageVersion, r.Projection, r.Created.Format(time.RFC3339), strings.Join(r.Capabilities, ","))
+			}
+			return tw.Flush()
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -336,83 +337,81 @@ events and when it was created.`,
 }
 
 func newEventsCmd(e *env) *cobra.Command {
-	var verify, asJSON bool
+	var verify, asJSON, follow bool
 	var after uint64
 	c := &cobra.Command{
 		Use:   "events PID",
-		Short: "Print a process's event log; --verify checks its hash chain",
+		Short: "Print a process's event log; --verify checks its hash chain, --follow waits for more",
 		Long: `events prints the append-only event log of process PID: sequence number, time, type,
 call ID and data. --verify checks the whole hash chain (each event carries the hash of
 the previous one, and the head record the last) and exits 1 when any event was edited,
-removed, inserted or reordered, naming the first bad sequence number.`,
+removed, inserted or reordered, naming the first bad sequence number. --follow keeps
+printing new events as they are appended (by a running 'libos serve', for instance)
+until interrupted.`,
 		Example: `  libos events pid_0123...
   libos events pid_0123... --verify
-  libos events pid_0123... --json --after 10`,
+  libos events pid_0123... --follow --json --after 10`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: pidArgs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pid := args[0]
-			return withSystem(cmd.Context(), e, readOnly, func(sys *system) error {
-				if _, err := sys.st.Process(pid); err != nil {
-					return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
+			ctx, pid := cmd.Context(), args[0]
+			if verify && follow {
+				return usageErr("--verify and --follow do not go together: verify a log, or follow it")
+			}
+			var info engine.ProcessInfo
+			if err := e.op(ctx, opRequest{Op: "process", PID: pid}, &info); err != nil {
+				return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			if !asJSON {
+				fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tCALL\tDATA")
+			}
+			n := 0
+			var last store.Event
+			for {
+				var evs []store.Event
+				if err := e.op(ctx, opRequest{Op: "events", PID: pid, After: after}, &evs); err != nil {
+					return err
 				}
-				n, err := printEvents(e, sys.st, pid, after, asJSON)
-				if err != nil {
-					return usageErr("%v", err)
-				}
-				if !verify {
-					return nil
-				}
-				if err := sys.st.Verify(pid); err != nil {
-					var ve *store.VerifyError
-					if errors.As(err, &ve) {
-						fmt.Fprintf(e.stderr, "libos events: the event log of %s does not verify: event %d: %s\n", pid, ve.Seq, ve.Reason)
-						return failed()
+				for _, ev := range evs {
+					n++
+					after, last = ev.Seq, ev
+					if asJSON {
+						b, _ := json.Marshal(ev)
+						fmt.Fprintln(e.stdout, string(b))
+						continue
 					}
-					return usageErr("verify: %v", err)
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Time.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Type, ev.CallID, ev.Data)
 				}
-				h, _ := sys.st.Head(pid)
-				fmt.Fprintf(e.stderr, "verified: %d events, hash chain intact, head %d %s\n", n, h.Seq, hex.EncodeToString(h.Hash))
+				if len(evs) > 0 {
+					continue
+				}
+				_ = tw.Flush()
+				if !follow {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+			if !verify {
 				return nil
-			})
+			}
+			if err := e.op(ctx, opRequest{Op: "verify", PID: pid}, nil); err != nil {
+				fmt.Fprintf(e.stderr, "libos events: %v\n", err)
+				return failed()
+			}
+			fmt.Fprintf(e.stderr, "verified: %d events, hash chain intact, head %d %s\n", n, last.Seq, hex.EncodeToString(last.Hash))
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&verify, "verify", false, "verify the hash chain; exit 1 when it is broken")
+	c.Flags().BoolVar(&follow, "follow", false, "keep printing new events until interrupted")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON event per line")
 	c.Flags().Uint64Var(&after, "after", 0, "print only events after this sequence number")
 	return c
-}
-
-// printEvents prints pid's events after seq, page by page, and returns how many.
-func printEvents(e *env, st *store.Store, pid string, after uint64, asJSON bool) (int, error) {
-	n := 0
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	if !asJSON {
-		fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tCALL\tDATA")
-	}
-	for {
-		evs, err := st.Events(pid, after, store.MaxPage)
-		if err != nil {
-			return n, err
-		}
-		for _, ev := range evs {
-			n++
-			after = ev.Seq
-			if asJSON {
-				b, _ := json.Marshal(ev)
-				fmt.Fprintln(e.stdout, string(b))
-				continue
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Time.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Type, ev.CallID, ev.Data)
-		}
-		if len(evs) < store.MaxPage {
-			break
-		}
-	}
-	if !asJSON {
-		return n, tw.Flush()
-	}
-	return n, nil
 }
 
 func newCandidatesCmd(e *env) *cobra.Command {
@@ -429,13 +428,14 @@ func newCandidatesCmd(e *env) *cobra.Command {
 		ValidArgsFunction: pidArgs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pid := args[0]
-			return withSystem(cmd.Context(), e, readOnly, func(sys *system) error {
-				if _, err := sys.st.Process(pid); err != nil {
+			{
+				var info engine.ProcessInfo
+				if err := e.op(cmd.Context(), opRequest{Op: "process", PID: pid}, &info); err != nil {
 					return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
 				}
-				cands, err := sys.st.Candidates(pid)
-				if err != nil {
-					return usageErr("%v", err)
+				var cands []store.Candidate
+				if err := e.op(cmd.Context(), opRequest{Op: "candidates", PID: pid}, &cands); err != nil {
+					return err
 				}
 				if asJSON {
 					if cands == nil {
@@ -460,7 +460,7 @@ func newCandidatesCmd(e *env) *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, c.State, strings.Join(vs, ","), c.Created.UTC().Format(time.RFC3339))
 				}
 				return tw.Flush()
-			})
+			}
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the full candidate records as JSON")

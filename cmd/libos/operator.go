@@ -25,9 +25,9 @@ import (
 )
 
 // The operator channel: while 'libos serve' holds a store, the operator commands
-// (approve, deny, grant, revoke, approvals) reach its kernel through a Unix socket
-// that only the same user can connect to; without a server they open the store
-// themselves. The channel carries the kernel's operator API as JSON and adds nothing
+// (approve, deny, grant, revoke, approvals, ps, events, candidates) reach its kernel
+// through a Unix socket that only the same user can connect to; without a server they
+// open the store themselves. The channel carries the kernel's operator API as JSON and adds nothing
 // to it.
 
 // operatorSocket is the socket of the server holding the store in dir: in the
@@ -49,6 +49,7 @@ type opRequest struct {
 	ID     string `json:"id,omitempty"`
 	Cap    string `json:"capability,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	After  uint64 `json:"after,omitempty"`
 }
 
 type opError struct {
@@ -73,6 +74,16 @@ func operate(ctx context.Context, k *engine.Kernel, r opRequest) (any, error) {
 			return k.Approvals(r.PID)
 		}
 		return k.PendingApprovals()
+	case "processes":
+		return k.ListProcesses()
+	case "process":
+		return k.Process(r.PID)
+	case "events":
+		return k.Events(r.PID, r.After, 0)
+	case "verify":
+		return nil, k.VerifyLog(r.PID)
+	case "candidates":
+		return k.Candidates(r.PID)
 	}
 	return nil, fmt.Errorf("unknown operator call %q", r.Op)
 }
@@ -160,7 +171,11 @@ func remoteOp(ctx context.Context, dir string, r opRequest, out any) error {
 		for _, d := range oe.Details {
 			msg += fmt.Sprintf("\n  %s: %s", orRoot(d.Path), d.Message)
 		}
-		return &exitError{code: exitFailed, err: fmt.Errorf("%s (%s)", msg, oe.Code)}
+		code := exitFailed
+		if oe.Code == string(engine.CodeUnknownProcess) {
+			code = exitUsage
+		}
+		return &exitError{code: code, err: fmt.Errorf("%s (%s)", msg, oe.Code)}
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)
@@ -179,10 +194,19 @@ func (e *env) op(ctx context.Context, r opRequest, out any) error {
 	if !errors.Is(err, errNoServer) {
 		return err
 	}
-	return withSystem(ctx, e, readWrite, func(sys *system) error {
+	mode := readWrite
+	switch r.Op {
+	case "processes", "process", "events", "verify", "candidates", "approvals":
+		mode = readOnly
+	}
+	return withSystem(ctx, e, mode, func(sys *system) error {
 		res, err := operate(ctx, sys.k, r)
 		if err != nil {
-			return &exitError{code: exitFailed, err: errors.New(describe(err))}
+			code := exitFailed
+			if engine.CodeOf(err) == string(engine.CodeUnknownProcess) {
+				code = exitUsage
+			}
+			return &exitError{code: code, err: fmt.Errorf("%s (%s)", describe(err), engine.CodeOf(err))}
 		}
 		if out != nil {
 			b, _ := json.Marshal(res)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,18 @@ func TestOperatorLive(t *testing.T) {
 		return ch
 	}
 
+	// While serve holds the store, ps and events come from it.
+	if r := libos(t, "", "ps", "--data", data); r.code != 0 || !strings.Contains(r.stdout, pid) || !strings.Contains(r.stdout, "guarded@1.0.0") {
+		t.Fatalf("ps while serving: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	follow := exec.Command(libosBin, "events", pid, "--follow", "--json", "--data", data)
+	follow.Env = testEnv(t)
+	followOut := &syncBuffer{}
+	follow.Stdout = followOut
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+
 	// "approve ID: the call waiting on it proceeds".
 	done := call(`{"x":1}`)
 	if r := libos(t, "", "approve", pending(), "--data", data); r.code != 0 {
@@ -68,6 +81,17 @@ func TestOperatorLive(t *testing.T) {
 	o := <-done
 	if o.err != nil || o.res.IsError || textOf(t, o.res) != `{"x":1}` {
 		t.Fatalf("the approved call: %v %+v", o.err, o.res)
+	}
+	// --follow printed the events of the call as they were appended.
+	for i := 0; i < 100 && !strings.Contains(followOut.String(), `"type":"tool_result"`); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = follow.Process.Signal(os.Interrupt)
+	if err := follow.Wait(); err != nil {
+		t.Errorf("events --follow after SIGINT: %v", err)
+	}
+	if out := followOut.String(); !strings.Contains(out, `"type":"approval_requested"`) || !strings.Contains(out, `"type":"tool_result"`) {
+		t.Errorf("events --follow did not show the call:\n%s", out)
 	}
 
 	// "deny ID: the waiting call fails with approval_denied".
