@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentlibos/libos/store"
-	"github.com/agentlibos/libos/syscalls/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonv"
 )
 
 // EventSyscall is the type of the audit event every syscall decision writes.
@@ -185,7 +185,7 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 	}
 
 	ev.Stage = "result"
-	v, err := jsonv.Decode(out)
+	v, err := jsonv.Decode(out, 0)
 	if err != nil {
 		return nil, errorf(CodeProviderFailed, rt.name+": result is not JSON: "+err.Error(), err)
 	}
@@ -200,7 +200,7 @@ func validateArgs(rt *route, args json.RawMessage) (map[string]any, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	v, err := jsonv.Decode(args)
+	v, err := jsonv.Decode(args, 0)
 	if err != nil {
 		return nil, errorf(CodeArgumentInvalid, rt.name+": arguments are not valid JSON: "+err.Error(), err)
 	}

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/agentlibos/libos/syscalls/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonv"
 )
 
 // TapeEntry is one ordered mock of a test's syscall tape:
@@ -49,7 +49,7 @@ var tapeEntryKeys = map[string]bool{"name": true, "args": true, "result": true, 
 // UnmarshalJSON decodes one entry strictly: no unknown or duplicate keys, exactly one of
 // result / payload / (ok:false + error).
 func (e *TapeEntry) UnmarshalJSON(data []byte) error {
-	v, err := jsonv.Decode(data)
+	v, err := jsonv.Decode(data, 0)
 	if err != nil {
 		return tapeInvalid("entry is not valid JSON: " + err.Error())
 	}
@@ -213,7 +213,7 @@ func NewTape(entries []TapeEntry) (*Tape, error) {
 			return nil, atEntry(i, tapeInvalid(`"name" must be a non-empty string`))
 		}
 		if e.Args != nil {
-			v, err := jsonv.Decode(e.Args)
+			v, err := jsonv.Decode(e.Args, 0)
 			if err != nil {
 				return nil, atEntry(i, tapeInvalid("args are not valid JSON: "+err.Error()))
 			}
@@ -222,7 +222,7 @@ func NewTape(entries []TapeEntry) (*Tape, error) {
 		if e.Error == nil {
 			if len(e.Result) == 0 {
 				te.Result = json.RawMessage("null")
-			} else if _, err := jsonv.Decode(e.Result); err != nil {
+			} else if _, err := jsonv.Decode(e.Result, 0); err != nil {
 				return nil, atEntry(i, tapeInvalid("result is not valid JSON: "+err.Error()))
 			}
 		} else if e.Error.Code == "" {
@@ -244,7 +244,7 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 	if t.failure != nil {
 		return nil, t.failure
 	}
-	observed, decErr := jsonv.Decode(args)
+	observed, decErr := jsonv.Decode(args, 0)
 	if t.next >= len(t.entries) {
 		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
 			"tape: call %d is %s %s but the tape has no entry left (%d given)",
@@ -333,7 +333,7 @@ func shortArgs(a json.RawMessage) string {
 	if a == nil {
 		return "(any args)"
 	}
-	return jsonv.Short(a, 200)
+	return jsonv.ShortText(a, 200)
 }
 
 func compact(b json.RawMessage) json.RawMessage {

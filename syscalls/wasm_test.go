@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/store"
-	"github.com/agentlibos/libos/syscalls/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/wasm"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/syscalls"
-	"github.com/agentlibos/libos/tools/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonv"
 )
 
 // Candidate is a proposed JIT tool as the model wrote it: the arguments of

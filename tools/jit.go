@@ -16,7 +16,7 @@ import (
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
-	"github.com/agentlibos/libos/tools/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/wasm"
 )
 

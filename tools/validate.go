@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/syscalls"
-	"github.com/agentlibos/libos/tools/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/wasm"
 )
 

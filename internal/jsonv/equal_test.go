@@ -53,19 +53,19 @@ func TestDecodeStrict(t *testing.T) {
 		{"nested duplicate keys are rejected", `{"x":{"a":1,"a":2}}`, "duplicate"},
 		{"invalid UTF-8 is rejected", "\"\xff\"", "UTF-8"},
 		{"trailing data is rejected", `{} {}`, "trailing"},
-		{"nesting is bounded", strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), "nesting"},
+		{"nesting is bounded", strings.Repeat("[", DefaultMaxDepth+1) + strings.Repeat("]", DefaultMaxDepth+1), "nesting"},
 		{"empty input is rejected", ``, "end"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.rule, func(t *testing.T) {
-			_, err := Decode([]byte(tc.in))
+			_, err := Decode([]byte(tc.in), 0)
 			if err == nil || !strings.Contains(err.Error(), tc.has) {
 				t.Fatalf("Decode(%q) = %v, want an error containing %q", tc.in, err, tc.has)
 			}
 		})
 	}
-	if _, err := Decode([]byte(strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth))); err != nil {
-		t.Fatalf("depth %d must be accepted: %v", MaxDepth, err)
+	if _, err := Decode([]byte(strings.Repeat("[", DefaultMaxDepth) + strings.Repeat("]", DefaultMaxDepth)), 0); err != nil {
+		t.Fatalf("depth %d must be accepted: %v", DefaultMaxDepth, err)
 	}
 }
 
@@ -74,7 +74,7 @@ func FuzzEqualReflexive(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := Decode([]byte(s))
+		v, err := Decode([]byte(s), 0)
 		if err != nil {
 			return
 		}
@@ -84,11 +84,11 @@ func FuzzEqualReflexive(f *testing.F) {
 	})
 }
 
-func TestShort(t *testing.T) {
-	if got := Short([]byte(`{ "a" : 1 }`), 100); got != `{"a":1}` {
+func TestShortText(t *testing.T) {
+	if got := ShortText([]byte(`{ "a" : 1 }`), 100); got != `{"a":1}` {
 		t.Fatalf("Short compacts: %q", got)
 	}
-	if got := Short([]byte(`"ééééé"`), 4); got != `"é…` {
+	if got := ShortText([]byte(`"ééééé"`), 4); got != `"é…` {
 		t.Fatalf("Short cuts on a rune boundary: %q", got)
 	}
 }

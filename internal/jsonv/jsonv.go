@@ -1,4 +1,6 @@
-// Package jsonv decodes candidate JSON exactly and compares JSON values.
+// Package jsonv decodes JSON exactly and compares JSON values by value. It is shared by
+// the packages that must agree on what "the same JSON value" means: the tape player in
+// syscalls and the validator in tools.
 //
 // Exact means: one value, valid UTF-8, no duplicate object keys, bounded nesting, and
 // numbers kept as their text (json.Number), never rounded through float64. Values
@@ -20,7 +22,7 @@ import (
 )
 
 // DefaultMaxDepth bounds nesting when Decode is given no bound.
-const DefaultMaxDepth = 64
+const DefaultMaxDepth = 128
 
 // Decode parses data as exactly one JSON value: objects become map[string]any, arrays
 // []any, numbers json.Number.
@@ -272,6 +274,30 @@ func normalize(s string) (decimal, bool) {
 	}
 	d.digits, d.exp = trimmed, exp
 	return d, true
+}
+
+// EqualJSON decodes both texts exactly and compares them by value.
+func EqualJSON(a, b []byte) (bool, error) {
+	va, err := Decode(a, 0)
+	if err != nil {
+		return false, err
+	}
+	vb, err := Decode(b, 0)
+	if err != nil {
+		return false, err
+	}
+	return Equal(va, vb), nil
+}
+
+// ShortText renders a JSON text for a message: compacted when it is valid JSON, cut to
+// at most max bytes.
+func ShortText(data []byte, max int) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, data); err != nil {
+		buf.Reset()
+		buf.Write(data)
+	}
+	return Clip(buf.String(), max)
 }
 
 // Short renders v as compact JSON of at most max bytes, cut with an ellipsis.
