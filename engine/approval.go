@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -168,6 +169,7 @@ func (k *Kernel) awaitApproval(ctx context.Context, p *process, sub approvalSubj
 		a = Approval{ID: newID("appr_"), PID: p.pid, Kind: sub.kind, Subject: sub.subject, Tool: sub.tool, ToolID: toolID,
 			Via: sub.via, Capability: sub.capability, Args: sub.args, ArgsSHA256: argsSum, DefinitionSHA256: defHash,
 			State: ApprovalPending, Deadline: deadline.UTC()}
+		k.setOwner(a.ID, p.pid) // before it is visible in the store, so that Approve finds it
 		err := k.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 			a.Created = tx.Now()
 			if err := tx.PutApproval(a.record()); err != nil {
@@ -180,7 +182,6 @@ func (k *Kernel) awaitApproval(ctx context.Context, p *process, sub approvalSubj
 			k.apprMu.Unlock()
 			return "", storageErr("record the approval request", err)
 		}
-		k.setOwner(a.ID, p.pid)
 	} else {
 		deadline = a.Deadline
 	}
@@ -380,6 +381,9 @@ func (k *Kernel) decide(ctx context.Context, id string, approve bool, reason, by
 		_, err = tx.Append(pid, typ, a.eventData(map[string]any{"decision": decision, "by": a.DecidedBy, "reason": a.Reason}))
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(CodeNotFound, "no approval %q", id)
+	}
 	if err != nil {
 		return storageErr("decide approval "+id, err)
 	}
