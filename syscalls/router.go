@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/store"
 )
 
 // EventSyscall is the type of the audit event every syscall decision writes.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/wasm"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/syscalls"
-	"github.com/agentlibos/libos/internal/jsonv"
 )
 
 // Candidate is a proposed JIT tool as the model wrote it: the arguments of

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
-	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/wasm"
 )
 

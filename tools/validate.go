@@ -12,9 +12,9 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/syscalls"
-	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/wasm"
 )
 

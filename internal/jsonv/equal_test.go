@@ -64,7 +64,7 @@ func TestDecodeStrict(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Decode([]byte(strings.Repeat("[", DefaultMaxDepth) + strings.Repeat("]", DefaultMaxDepth)), 0); err != nil {
+	if _, err := Decode([]byte(strings.Repeat("[", DefaultMaxDepth)+strings.Repeat("]", DefaultMaxDepth)), 0); err != nil {
 		t.Fatalf("depth %d must be accepted: %v", DefaultMaxDepth, err)
 	}
 }
