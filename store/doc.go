@@ -15,6 +15,9 @@
 //	// One event, durable on return:
 //	e, err := s.Append(ctx, pid, store.EventToolCalled, json.RawMessage(`{"call_id":"c1","tool":"echo"}`))
 //
+//	// Written now, durable with the next synced write (UpdateDeferred has Update's form):
+//	err = s.UpdateDeferred(ctx, func(tx *store.Tx) error { _, err := tx.Append(pid, "note", data); return err })
+//
 //	// Several records and events as one atomic, synced batch:
 //	err = s.Update(ctx, func(tx *store.Tx) error {
 //		c, err := tx.Candidate(pid, id)        // reads see earlier writes and this tx's own
@@ -36,9 +39,20 @@
 //
 // # Guarantees
 //
-// Every write is acknowledged only after Pebble has synced it to the WAL
+// Every Update is acknowledged only after Pebble has synced it to the WAL
 // (pebble.Sync). Each Update is one batch: after a crash it is present whole or
-// absent, never torn. Concurrent writers share WAL syncs (group commit). After any
+// absent, never torn. Concurrent writers share WAL syncs (group commit).
+//
+// UpdateDeferred applies a batch the same way (visible at once, same sequence
+// numbers and hash chain) but returns without waiting for the sync: the batch is
+// durable once a later synced write (Update, Sync or Close) returns. The WAL is one
+// ordered log and recovery replays a prefix of it, so after a crash the surviving
+// batches are a prefix of the order in which they were applied: a deferred batch is
+// whole or absent, and present whenever anything applied after it is present. This is
+// how a caller makes several writes durable with one sync: it defers the writes that
+// lead up to an acknowledgement and syncs the acknowledgement itself. Sync makes
+// everything applied so far durable (for an effect outside the store that must not
+// happen without its record); it costs nothing when no deferred write waits. After any
 // failed write the Store refuses further operations with an io error; reopening
 // recovers exactly what was acknowledged (and possibly whole unacknowledged batches).
 // A second Open of a directory in use fails with in_use. Errors are *Error values

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,6 +55,12 @@ type Store struct {
 	// recovers exactly what was synced.
 	failMu sync.Mutex
 	failed error
+
+	// deferred counts the batches applied by UpdateDeferred (under wmu, so in WAL
+	// order); syncedDeferred is the highest count known to be durable. Sync compares
+	// them to skip a disk round trip when nothing deferred is waiting.
+	deferred       atomic.Uint64
+	syncedDeferred atomic.Uint64
 }
 
 // pebbleFormat pins Pebble's own on-disk format so that upgrading the module never
@@ -189,7 +196,8 @@ func (s *Store) checkFormat() error {
 func (s *Store) Dir() string { return s.dir }
 
 // Close waits for operations in flight, then closes the store and releases the
-// directory. Closing twice is a no-op.
+// directory. Closing syncs the WAL, so deferred writes are durable after a Close that
+// returns nil. Closing twice is a no-op.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -228,8 +236,9 @@ func (s *Store) enterRead() (func(), error) {
 
 // Update runs fn with a transaction and commits everything fn wrote (records and
 // events) as one synced, atomic batch. When Update returns nil every write of fn is
-// durable; when it returns an error none of them is acknowledged (after a crash each
-// is whole or absent, never torn).
+// durable, and so is every write applied before it (UpdateDeferred's included); when
+// it returns an error none of fn's writes is acknowledged (after a crash each is whole
+// or absent, never torn).
 //
 // Writers are serialised while fn runs, so reads inside fn see every earlier write
 // and a read-check-write in fn cannot race another Update. fn must therefore be
@@ -245,7 +254,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 		return err
 	}
 	defer release()
-	b, err := s.prepare(fn)
+	b, covers, err := s.prepare(fn, false)
 	if err != nil || b == nil {
 		return err
 	}
@@ -253,16 +262,89 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := b.SyncWait(); err != nil {
 		return s.fail(err)
 	}
+	s.synced(covers)
 	return nil
 }
 
-// prepare runs fn under wmu and submits its batch. It returns a nil batch when fn
-// wrote nothing.
-func (s *Store) prepare(fn func(tx *Tx) error) (b *pebble.Batch, err error) {
+// UpdateDeferred is Update without the wait for the disk. The batch is built,
+// checked and applied exactly as by Update (the same serialisation, sequence numbers
+// and hash chain) and is visible to every reader when UpdateDeferred returns nil, but
+// it is only written to the WAL, not yet synced: it becomes durable with the next
+// synced write (any Update, Sync, or Close), whoever makes it.
+//
+// Pebble's WAL is one ordered log and recovery replays a prefix of it, so after a
+// crash a deferred batch is whole or absent, and it is present whenever any write
+// applied after it is present. A caller may therefore defer every write that leads up
+// to an acknowledgement and sync only the acknowledgement: if the acknowledgement
+// survives, so does everything before it. A deferred write must not be acknowledged
+// to anyone (a model, an operator, another system) before such a synced write.
+func (s *Store) UpdateDeferred(ctx context.Context, fn func(tx *Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return errorf(CodeCanceled, err, "update not submitted")
+	}
+	release, err := s.enterRead()
+	if err != nil {
+		return err
+	}
+	defer release()
+	b, _, err := s.prepare(fn, true)
+	if b != nil {
+		b.Close()
+	}
+	return err
+}
+
+// Sync makes every write applied before it durable, deferred ones included, and
+// returns when they are on disk. It costs nothing when no deferred write is waiting.
+// Call it before an effect outside the store that must not happen unless the writes
+// leading up to it survive a crash.
+func (s *Store) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return errorf(CodeCanceled, err, "sync not submitted")
+	}
+	release, err := s.enterRead()
+	if err != nil {
+		return err
+	}
+	defer release()
+	covers := s.deferred.Load()
+	if covers <= s.syncedDeferred.Load() {
+		return nil
+	}
+	// A WAL record that holds no key: syncing it syncs every record before it. It
+	// needs no wmu: every batch applied before this call is already ahead of it in
+	// the WAL.
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.LogData(nil, nil); err != nil {
+		return errorf(CodeIO, err, "stage sync")
+	}
+	if err := s.commit(b); err != nil {
+		return err
+	}
+	s.synced(covers)
+	return nil
+}
+
+// synced notes that every deferred batch up to number covers is durable.
+func (s *Store) synced(covers uint64) {
+	for {
+		cur := s.syncedDeferred.Load()
+		if covers <= cur || s.syncedDeferred.CompareAndSwap(cur, covers) {
+			return
+		}
+	}
+}
+
+// prepare runs fn under wmu and submits its batch: queued for the next WAL sync, or
+// with deferred written without asking for one. It returns a nil batch when fn wrote
+// nothing, and the number of deferred batches applied before this one (which a sync
+// of this batch makes durable too).
+func (s *Store) prepare(fn func(tx *Tx) error, deferred bool) (b *pebble.Batch, covers uint64, err error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if f := s.failure(); f != nil {
-		return nil, errorf(CodeIO, f, "unusable after a failed write; reopen")
+		return nil, 0, errorf(CodeIO, f, "unusable after a failed write; reopen")
 	}
 	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC()}
 	tx.reader = reader{r: tx.b, enter: tx.enterRead}
@@ -276,16 +358,37 @@ func (s *Store) prepare(fn func(tx *Tx) error) (b *pebble.Batch, err error) {
 	ferr := fn(tx)
 	tx.active = false
 	if ferr != nil {
-		return nil, ferr
+		return nil, 0, ferr
 	}
 	if tx.b.Empty() {
-		return nil, nil
+		return nil, 0, nil
 	}
-	if err := s.applyNoSyncWait(tx.b); err != nil {
-		return nil, err
+	if deferred {
+		err = s.applyDeferred(tx.b)
+	} else {
+		err = s.applyNoSyncWait(tx.b)
+	}
+	if err != nil {
+		return nil, 0, err
 	}
 	submitted = true
-	return tx.b, nil
+	if deferred {
+		s.deferred.Add(1)
+	}
+	return tx.b, s.deferred.Load(), nil
+}
+
+// applyDeferred writes b to the WAL and the memtable without asking for a sync.
+func (s *Store) applyDeferred(b *pebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = s.fail(fmt.Errorf("%v", r))
+		}
+	}()
+	if err := s.db.Apply(b, pebble.NoSync); err != nil {
+		return s.fail(err)
+	}
+	return nil
 }
 
 // applyNoSyncWait hands b to Pebble's commit pipeline, which makes it visible and
@@ -304,7 +407,7 @@ func (s *Store) applyNoSyncWait(b *pebble.Batch) (err error) {
 	return nil
 }
 
-// commit writes b synchronously; used only during Open.
+// commit writes b and waits for its sync; used by Open and Sync.
 func (s *Store) commit(b *pebble.Batch) error {
 	if err := s.applyNoSyncWait(b); err != nil {
 		return err

@@ -13,8 +13,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Tx is one atomic write: everything written through it is committed by Update as a
-// single synced batch, or not at all. Reads through a Tx see committed state plus
+// Tx is one atomic write: everything written through it is committed by Update (or
+// UpdateDeferred) as a single batch, or not at all. Reads through a Tx see committed state plus
 // the Tx's own writes. A Tx is valid only inside the fn passed to Update.
 type Tx struct {
 	reader
@@ -93,7 +93,8 @@ func checkRaw(what string, raws ...json.RawMessage) error {
 // number and hash. data must be a JSON object (nil means {}). tool_called and its
 // settlements (tool_result, tool_failed, unknown_settlement) must carry a string
 // call_id in data: tool_called opens the call (conflict if it is already open), a
-// settlement closes it. The event is durable only when Update returns nil.
+// settlement closes it. The event is durable only when Update returns nil (after
+// UpdateDeferred: when a later synced write returns nil).
 func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
 	if err := tx.check(); err != nil {
 		return Event{}, err
