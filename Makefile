@@ -18,7 +18,7 @@ toolchain:
 
 quickjs: $(BUILD)/quickjs/.verified
 
-$(BUILD)/quickjs/.verified:
+$(BUILD)/quickjs/.verified: | toolchain
 	scripts/fetch-quickjs.sh $(BUILD)
 
 guest: $(GUEST)
