@@ -1,7 +1,5 @@
 //go:build unix
 
-// Package cpubench reports the CPU time a benchmark used, so throughput figures stay
-// meaningful on a loaded machine where wall time includes waiting for a core.
 package cpubench
 
 import (

@@ -1,9 +1,3 @@
-// Package jsonx decodes and encodes JSON exactly.
-//
-// Decoding is strict RFC 8259 plus the rules the tool-call adapter needs: duplicate keys
-// are rejected (compared after unescaping), invalid UTF-8 and lone surrogate escapes are
-// rejected, nesting depth is bounded, and numbers keep their literal text so 2^53+1 and
-// 1.000 survive unchanged. Object members keep their wire order; Canonical sorts them.
 package jsonx
 
 import (

@@ -1,4 +1,3 @@
-// Package jsonobj checks the JSON objects the store hashes and indexes.
 package jsonobj
 
 import (
