@@ -524,7 +524,9 @@ func (r routeApprover) Approve(ctx context.Context, req syscalls.ApprovalRequest
 // capability set (a revocation stops the next syscall, even of this call), the kernel
 // as approver (operator-class routes wait for a durable approval bound to their exact
 // arguments and to this tool's definition), the image's route approval policy and
-// syscall budgets, the host tools for tools.call, and this call's depth.
+// syscall budgets, the host tools for tools.call, and this call's depth. It is
+// Deferred: the router's audit events and writes become durable with the call's
+// synced settlement.
 func (c *Call) SyscallCaller() syscalls.Caller {
 	caller := syscalls.Caller{PID: c.PID, Tool: c.Tool, Depth: c.Depth}
 	if c.p == nil {
@@ -536,6 +538,9 @@ func (c *Call) SyscallCaller() syscalls.Caller {
 		return caller
 	}
 	caller.Capabilities = c.p.caps
+	// The pipeline settles every call with a synced write, so the router may defer
+	// its audit events and staged writes to that sync.
+	caller.Deferred = true
 	caller.Approver = routeApprover{k: c.k, p: c.p, via: c.Via}
 	caller.Approvals = c.p.img.routeApprovals()
 	caller.Budgets = cloneMap(c.p.img.Limits.SyscallBudgets)

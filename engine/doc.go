@@ -34,9 +34,22 @@
 // timed out) are call_rejected too, with codes process_paused, tool_not_allowed,
 // approval_denied and approval_timeout. Everything before tool_called leaves no open call; everything after it is settled
 // by exactly one of tool_result or tool_failed. tool_called and the budget charge are
-// one durable batch, as are the ToolResult and tool_result. A call left open by a
-// crash is settled as unknown_settlement when the kernel is opened again, and is not
-// retried.
+// one batch, as are the ToolResult and tool_result. A call left open by a crash is
+// settled as unknown_settlement when the kernel is opened again, and is not retried.
+//
+// # Durability
+//
+// What the model is acknowledged with is the settlement, so it is synced before the
+// call returns; so is every refusal (protocol_rejected, call_rejected) and every
+// operator-visible change. tool_called and its budget charge are written deferred
+// (store.UpdateDeferred): applied and visible at once, durable with the settlement's
+// sync. The syscalls of the call are deferred the same way (Call.SyscallCaller sets
+// syscalls.Caller.Deferred). The store's log survives a crash as a prefix, so nothing
+// the call wrote can survive without its tool_called, and an acknowledged call is
+// there whole; a crash before the settlement leaves either no trace of the call or an
+// open call, reported as unknown settlement. A tool whose handler reaches outside the
+// libOS must say so with Annotations.OpenWorld: its tool_called is then synced before
+// the handler runs, since the store cannot order an effect it does not hold.
 //
 // # The adapter
 //

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // Code is the stable machine code of an engine error. Models, audit events and
 // embedders see the code; the message is for people.
@@ -138,16 +135,46 @@ func errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// CodeOf returns the machine code of err: the Code of an *Error, the ErrorCode() of
-// any error that has one, "" for nil, and tool_failed for any other error (the code a
-// handler's untyped error settles with).
+// CodeOf returns the machine code of err: the code of the outermost error in its
+// chain that has one (the Code of an *Error, or the ErrorCode() of any error with that
+// method), "" for nil, and tool_failed for any other error (the code a handler's
+// untyped error settles with).
 func CodeOf(err error) string {
 	if err == nil {
 		return ""
 	}
-	var c interface{ ErrorCode() string }
-	if errors.As(err, &c) {
+	if c := outermostCoded(err); c != nil {
 		return c.ErrorCode()
 	}
 	return string(CodeToolFailed)
+}
+
+type codedError interface {
+	error
+	ErrorCode() string
+}
+
+// outermostCoded returns the first error in err's chain, in the order errors.As
+// searches it, whose ErrorCode() is not empty; nil when there is none. An error that
+// wraps a coded error is what the handler meant: its code wins over the wrapped one.
+func outermostCoded(err error) codedError {
+	for err != nil {
+		if c, ok := err.(codedError); ok && c.ErrorCode() != "" {
+			return c
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				if c := outermostCoded(inner); c != nil {
+					return c
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
 }

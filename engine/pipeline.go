@@ -284,8 +284,19 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	if err != nil {
 		return nil, fmt.Errorf("engine: encode tool_called: %w", err)
 	}
+	// tool_called is deferred: it is applied (and visible) now but synced only with
+	// the settlement, which is what the model is acknowledged with. The store's log
+	// survives a crash as a prefix, so anything this call writes later (a syscall's
+	// effect, the settlement) cannot survive without it, and a call whose settlement
+	// was lost is found open on rehydrate. A tool that reaches outside the libOS
+	// (Annotations.OpenWorld) has its tool_called synced before its handler runs, so
+	// that an effect the store cannot order is never without its record.
+	update := k.st.UpdateDeferred
+	if e.Annotations.OpenWorld {
+		update = k.st.Update
+	}
 	overBudget := false
-	err = k.st.Update(ctx, func(tx *store.Tx) error {
+	err = update(ctx, func(tx *store.Tx) error {
 		if p.limits.MaxCalls > 0 {
 			if _, err := tx.Charge(p.pid, "tool_calls", 1, p.limits.MaxCalls); err != nil {
 				overBudget = errors.Is(err, store.ErrLimitExceeded)
@@ -359,11 +370,14 @@ func runHandler(ctx context.Context, h Handler, call *Call) (out json.RawMessage
 }
 
 // fail settles an open call with tool_failed carrying err's code, and returns err as
-// an *Error. If even that cannot be recorded the call stays open and is reported as
-// unknown settlement when the kernel is reopened.
+// an *Error. The code is the outermost one in err's chain: a handler's typed error
+// that wraps an *Error (a nested call's unknown_tool under the handler's own
+// capability_denied, say) reports its own code, not the one it wraps. If even the
+// settlement cannot be recorded the call stays open and is reported as unknown
+// settlement when the kernel is reopened.
 func (k *Kernel) fail(ctx context.Context, p *process, call *Call, err error) error {
-	var e *Error
-	if !errors.As(err, &e) || e.Code == "" {
+	e, ok := outermostCoded(err).(*Error)
+	if !ok {
 		e = &Error{Code: Code(CodeOf(err)), Tool: call.Tool, Message: fmt.Sprintf("%s failed: %v", call.Tool, err), Err: err}
 	}
 	m := map[string]any{"call_id": call.CallID, "tool": call.Tool, "code": e.Code, "reason": e.Message}

@@ -39,18 +39,18 @@ func RenderTools(defs []ToolDef, p Provider) (json.RawMessage, error) {
 	for _, d := range defs {
 		switch p {
 		case ProviderMCP:
-			t := mcpTool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}
+			t := mcpTool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, OutputSchema: mcpOutputSchema(d.OutputSchema)}
 			a := d.Annotations
 			t.Annotations = &mcpAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnly, DestructiveHint: !a.ReadOnly && a.Destructive, IdempotentHint: a.Idempotent, OpenWorldHint: a.OpenWorld}
 			out = append(out, t)
 		case ProviderOpenAI:
-			f := openAIFunction{Name: d.Name, Description: d.Description, Parameters: d.InputSchema}
+			f := openAIFunction{Name: d.Name, Description: d.Description, Parameters: withoutRootKeys(d.InputSchema, openAIRootRefused)}
 			if d.Strict {
 				f.Strict = true
 			}
 			out = append(out, openAITool{Type: "function", Function: f})
 		case ProviderAnthropic:
-			out = append(out, anthropicTool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema})
+			out = append(out, anthropicTool{Name: d.Name, Description: d.Description, InputSchema: withoutRootKeys(d.InputSchema, anthropicRootRefused)})
 		default:
 			return nil, errorf(CodeInvalidConfig, "unknown provider %q (want mcp, openai or anthropic)", p)
 		}
@@ -60,6 +60,65 @@ func RenderTools(defs []ToolDef, p Provider) (json.RawMessage, error) {
 		return nil, fmt.Errorf("engine: render tools: %w", err)
 	}
 	return b, nil
+}
+
+// renderDepth bounds the nesting of a schema decoded for rendering. The schemas were
+// decoded within the kernel's MaxDepth when the tool was installed; this only has to
+// be at least as large as any MaxDepth in use.
+const renderDepth = 1 << 12
+
+// mcpOutputSchema returns s when MCP can carry it, else nil. MCP's Tool.outputSchema
+// must be an object schema, {"type":"object", …}: structuredContent is always a JSON
+// object there, and clients enforce it (the TypeScript SDK refuses a whole tools/list
+// in which one outputSchema has another root, so one tool would hide every other). A
+// tool whose output schema's root does not say "type":"object" (a string result, an
+// anyOf of objects, an open schema) is therefore listed without one. Nothing is lost
+// for the kernel: every result is still checked against the full schema before it is
+// persisted.
+func mcpOutputSchema(s json.RawMessage) json.RawMessage {
+	if len(s) == 0 {
+		return nil
+	}
+	v, err := jsonx.Decode(s, renderDepth)
+	if err != nil || v.Kind != jsonx.Object {
+		return nil
+	}
+	if t, ok := v.Get("type"); !ok || t.Kind != jsonx.String || t.S != "object" {
+		return nil
+	}
+	return s
+}
+
+// Root keywords the providers refuse in a tool's parameters, in a request that then
+// fails as a whole. OpenAI: "schema must have type 'object' and not have
+// 'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level" (const too). Anthropic:
+// "input_schema does not support oneOf, allOf, or anyOf at the top level". The input
+// schema's root is always "type":"object" (the kernel refuses any other tool), so
+// these are the only root problems left.
+var (
+	openAIRootRefused    = []string{"allOf", "anyOf", "const", "enum", "not", "oneOf"}
+	anthropicRootRefused = []string{"allOf", "anyOf", "oneOf"}
+)
+
+// withoutRootKeys returns schema without the given root keywords. A JIT tool's input
+// schema is the model's own text, and one refused schema would make every later
+// request of the process fail at the provider; so the rendering drops what the
+// provider refuses and the model sees a looser schema. The kernel still validates
+// every call against the full schema, and a call the dropped keywords would have
+// refused fails with schema_invalid naming the violation.
+func withoutRootKeys(schema json.RawMessage, refused []string) json.RawMessage {
+	v, err := jsonx.Decode(schema, renderDepth)
+	if err != nil || v.Kind != jsonx.Object {
+		return schema
+	}
+	removed := false
+	for _, k := range refused {
+		removed = v.Remove(k) || removed
+	}
+	if !removed {
+		return schema
+	}
+	return v.Canonical()
 }
 
 type mcpTool struct {

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
 	"sync/atomic"
 	"testing"
@@ -72,5 +73,113 @@ func TestStrictSubset(t *testing.T) {
 		if defs[0].Strict != c.strict {
 			t.Errorf("%s: strict = %v, want %v", c.name, defs[0].Strict, c.strict)
 		}
+	}
+}
+
+// Provider renderings must be accepted by the provider as a whole list, since one
+// refused tool fails every request that carries it:
+//   - MCP: a Tool's outputSchema is an object schema ({"type":"object", …}); the
+//     TypeScript SDK refuses a tools/list in which one has another root, so such an
+//     outputSchema is omitted.
+//   - OpenAI: parameters "must have type 'object' and not have
+//     'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level".
+//   - Anthropic: "input_schema does not support oneOf, allOf, or anyOf at the top level".
+//
+// The kernel still checks calls and results against the full schemas.
+func TestRenderPortableRoots(t *testing.T) {
+	const eitherIn = `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"anyOf":[{"required":["a"]},{"required":["b"]}],"not":{"required":["c"]}}`
+	outs := map[string]string{
+		"string_out":   `{"type":"string"}`,
+		"union_out":    `{"anyOf":[{"type":"object"},{"type":"null"}]}`,
+		"nullable_out": `{"type":["object","null"]}`,
+		"open_out":     `{}`,
+		"object_out":   `{"type":"object","properties":{"ok":{"type":"boolean"}}}`,
+	}
+	var builtins []engine.Tool
+	var names []string
+	for name, out := range outs {
+		builtins = append(builtins, builtin(name, `{"type":"object"}`, out, returns(`{"ok":true}`)))
+		names = append(names, name)
+	}
+	builtins = append(builtins, builtin("either", eitherIn, "", returns(`{}`)))
+	names = append(names, "either")
+	e := newEnv(t, engine.Config{Builtins: builtins})
+	pid := e.spawn(t, engine.ProcessConfig{Tools: names})
+	defs, err := e.k.Tools(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(p engine.Provider) map[string]map[string]json.RawMessage {
+		t.Helper()
+		out, err := engine.RenderTools(defs, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list []map[string]json.RawMessage
+		if err := json.Unmarshal(out, &list); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]map[string]json.RawMessage{}
+		for _, item := range list {
+			if fn, ok := item["function"]; ok { // OpenAI
+				item = map[string]json.RawMessage{}
+				if err := json.Unmarshal(fn, &item); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var name string
+			_ = json.Unmarshal(item["name"], &name)
+			m[name] = item
+		}
+		return m
+	}
+	rootKeys := func(schema json.RawMessage) map[string]bool {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(schema, &m); err != nil {
+			t.Fatal(err)
+		}
+		keys := map[string]bool{}
+		for k := range m {
+			keys[k] = true
+		}
+		return keys
+	}
+
+	mcp := render(engine.ProviderMCP)
+	for name := range outs {
+		_, has := mcp[name]["outputSchema"]
+		if want := name == "object_out"; has != want {
+			t.Errorf("mcp %s: outputSchema present = %v, want %v (%s)", name, has, want, mcp[name]["outputSchema"])
+		}
+	}
+	if k := rootKeys(mcp["either"]["inputSchema"]); !k["anyOf"] || !k["not"] {
+		t.Errorf("mcp keeps the whole input schema: %s", mcp["either"]["inputSchema"])
+	}
+	openAI := render(engine.ProviderOpenAI)
+	anthropic := render(engine.ProviderAnthropic)
+	for name := range openAI {
+		for _, bad := range []string{"allOf", "anyOf", "const", "enum", "not", "oneOf"} {
+			if rootKeys(openAI[name]["parameters"])[bad] {
+				t.Errorf("openai %s: %q at the root of parameters: %s", name, bad, openAI[name]["parameters"])
+			}
+		}
+		for _, bad := range []string{"allOf", "anyOf", "oneOf"} {
+			if rootKeys(anthropic[name]["input_schema"])[bad] {
+				t.Errorf("anthropic %s: %q at the root of input_schema: %s", name, bad, anthropic[name]["input_schema"])
+			}
+		}
+	}
+	if got, want := string(openAI["either"]["parameters"]), `{"properties":{"a":{"type":"string"},"b":{"type":"string"}},"type":"object"}`; got != want {
+		t.Errorf("openai either:\ngot  %s\nwant %s", got, want)
+	}
+	if got, want := string(anthropic["either"]["input_schema"]), `{"not":{"required":["c"]},"properties":{"a":{"type":"string"},"b":{"type":"string"}},"type":"object"}`; got != want {
+		t.Errorf("anthropic either:\ngot  %s\nwant %s", got, want)
+	}
+	// What the renderings dropped is still enforced at the call.
+	if _, err := e.k.HandleFrame(context.Background(), pid, []byte(`{"name":"either","arguments":{}}`)); codeOf(err) != "schema_invalid" {
+		t.Fatalf("a call outside the full input schema: %v, want schema_invalid", err)
+	}
+	if _, err := e.k.HandleFrame(context.Background(), pid, []byte(`{"name":"string_out","arguments":{}}`)); codeOf(err) != "output_invalid" {
+		t.Fatalf("a result outside the full output schema: %v, want output_invalid", err)
 	}
 }

@@ -31,9 +31,10 @@ const RunJITTool = "run_jit_tool"
 
 // Handler runs one tool call. It receives the normalised call and returns the result
 // as JSON; the pipeline checks the result's size, exactness and output schema before
-// anything is persisted. A returned error settles the call as failed: its code is kept
-// when the error has one (an *Error, or any error with an ErrorCode() string method),
-// otherwise the code is tool_failed.
+// anything is persisted. A returned error settles the call as failed with the code of
+// the outermost error in its chain that has one (an *Error, or any error with an
+// ErrorCode() string method): a handler's typed error keeps its code even when it
+// wraps an *Error. Without any code the call fails with tool_failed.
 type Handler func(ctx context.Context, call *Call) (json.RawMessage, error)
 
 // Annotations are hints about a tool's behaviour, rendered as MCP tool annotations.
@@ -42,7 +43,10 @@ type Annotations struct {
 	ReadOnly    bool // the tool does not change its environment
 	Destructive bool // the tool may destroy or overwrite (meaningful when not ReadOnly)
 	Idempotent  bool // repeating a call with the same arguments has no further effect
-	OpenWorld   bool // the tool talks to the world outside the libOS
+	// OpenWorld: the tool talks to the world outside the libOS. Its tool_called is
+	// synced before its handler runs, so an effect outside the store is never without
+	// its record; other tools' tool_called is durable with their settlement.
+	OpenWorld bool
 }
 
 // Tool is one entry of a process tool table: a name, a contract and a handler.

@@ -37,6 +37,13 @@ type Caller struct {
 	// Depth is how many tools.call frames are above this tool call: 0 for a tool the
 	// model called. tools.call passes Depth+1 on and refuses beyond the router's bound.
 	Depth int
+	// Deferred says that a synced write will settle the call these syscalls belong to
+	// (the engine's tool_result or tool_failed) before anything of it is acknowledged.
+	// The router then writes budget charges, staged writes and audit events with
+	// store.UpdateDeferred: they are visible at once and become durable with that
+	// settlement, because the store's log is replayed as a prefix after a crash. False:
+	// each syscall's writes are synced before Syscall returns.
+	Deferred bool
 }
 
 // BudgetAll is the budget name that counts every routed syscall of a process.

@@ -43,6 +43,25 @@
 // event, so a write is never durable without its audit record and never acknowledged
 // without it. If the event cannot be written the call fails with audit_failed.
 //
+// # Durability
+//
+// A syscall acknowledges nothing to the outside world: its result goes back to the
+// guest, and only the tool call's settlement reaches the model. So for a Caller with
+// Deferred set (the engine sets it for every tool call, whose tool_result or
+// tool_failed is synced) budget charges, staged writes and audit events are written
+// with store.UpdateDeferred, without a disk round trip; the settlement's sync makes
+// them durable, since the store's log survives a crash as a prefix. After a crash
+// either they are there, or nothing of the call after them is. A Caller without
+// Deferred gets every syscall synced before it returns.
+//
+// The rule for providers: an effect inside the store needs nothing more, because it is
+// later in the log than the tool_called that opened its call, so it cannot outlive it.
+// A provider whose effect happens outside the store (the network, files, another
+// system) must be declared external: the router then syncs the store before it runs,
+// so a crash that the effect survives also keeps the call's tool_called, and the call
+// is reported as unknown settlement instead of being forgotten. No route of the
+// table is external yet.
+//
 // # Validation: Tape
 //
 // NewTape(entries) (or ParseTape for the seed's JSON) replays ordered mocks. No

@@ -26,6 +26,14 @@ type provider struct {
 	// every other provider only stages its writes, which the router commits together
 	// with the audit event.
 	direct bool
+	// external is set for providers whose effects happen outside the store (the
+	// network, files, another system). Before such a provider runs, the router syncs
+	// the store (store.Sync), so that everything written before the effect — the
+	// call's tool_called, its budget charges, earlier audit events — survives any
+	// crash the effect survives. Effects inside the store need no such sync: they are
+	// later in the store's log than all of that. A new provider that reaches outside
+	// the store must set it; no route of the table needs it yet.
+	external bool
 }
 
 // call is one authorised syscall on its way to a provider.

@@ -171,6 +171,13 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 	}
 
 	ev.Stage = "provider"
+	if rt.provider.external {
+		// An effect outside the store cannot wait for the settlement's sync: what led
+		// to it is made durable first, so an effect never outlives its tool_called.
+		if err := b.r.store.Sync(context.WithoutCancel(ctx)); err != nil {
+			return nil, errorf(CodeAuditFailed, rt.name+": could not make the call's record durable before its effect; the provider did not run", err)
+		}
+	}
 	cl := &call{router: b.r, caller: c, route: rt, raw: args, args: argv}
 	*staged = cl
 	out, err := rt.provider.run(ctx, cl)
@@ -325,8 +332,18 @@ func (ev *auditEvent) noteArgs(args json.RawMessage) {
 	}
 }
 
-// commit writes the provider's staged writes and the audit event as one atomic,
-// synced batch: either both are durable or neither is.
+// update writes fn's batch: synced, or deferred to the settlement of the caller's
+// tool call when the caller says one follows.
+func (b *Bound) update(ctx context.Context, fn func(tx *store.Tx) error) error {
+	if b.caller.Deferred {
+		return b.r.store.UpdateDeferred(ctx, fn)
+	}
+	return b.r.store.Update(ctx, fn)
+}
+
+// commit writes the provider's staged writes and the audit event as one atomic
+// batch: either both are durable or neither is. It is synced, or, for a Deferred
+// caller, durable with the call's synced settlement.
 func (b *Bound) commit(ctx context.Context, ev *auditEvent, writes []func(tx *store.Tx) error) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
@@ -334,7 +351,7 @@ func (b *Bound) commit(ctx context.Context, ev *auditEvent, writes []func(tx *st
 	}
 	// The event is written even when the call's context is done (a timeout is itself a
 	// decision worth recording).
-	return b.r.store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+	return b.update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		for _, w := range writes {
 			if err := w(tx); err != nil {
 				return err
@@ -353,7 +370,7 @@ func (b *Bound) charge(ctx context.Context, limits map[string]int64) error {
 	}
 	sort.Strings(names)
 	var exhausted string
-	err := b.r.store.Update(ctx, func(tx *store.Tx) error {
+	err := b.update(ctx, func(tx *store.Tx) error {
 		for _, n := range names {
 			if _, err := tx.Charge(b.caller.PID, budgetCounter(n), 1, limits[n]); err != nil {
 				if errors.Is(err, store.ErrLimitExceeded) {
