@@ -10,6 +10,9 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/agentlibos/libos/wasm/internal/linmem"
 )
 
 // guestWasm is the QuickJS guest, built by `make guest` from wasm/guest.
@@ -178,10 +181,16 @@ func (e *Engine) get(ctx context.Context) (*instance, error) {
 	return e.newInstance(ctx)
 }
 
-// put returns a healthy instance to the pool, or closes it.
+// put returns a healthy instance to the pool, or closes it. A discarded instance is
+// closed in the background: handing a memory of gigabytes back to the kernel takes time
+// the caller of a stopped call should not wait for. Close waits for it.
 func (e *Engine) put(ctx context.Context, in *instance) {
 	if in.broken || in.mem.Size() > e.discardAbove {
-		in.close(ctx)
+		e.inflight.Add(1)
+		go func() {
+			defer e.inflight.Done()
+			in.close(ctx)
+		}()
 		return
 	}
 	e.mu.Lock()
@@ -222,6 +231,9 @@ func checkExports(c wazero.CompiledModule) error {
 
 func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 	// Anonymous and without start functions: a reactor is initialised by _initialize.
+	// The linear memory is a reservation of the whole cap (see linmem), so that the guest
+	// growing it never copies it.
+	ctx = experimental.WithMemoryAllocator(ctx, linmem.Allocator())
 	mod, err := e.rt.InstantiateModule(ctx, e.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
 		return nil, fmt.Errorf("wasm: instantiate: %w", err)

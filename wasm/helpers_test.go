@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // The compiled guest is shared through an on-disk cache (one fixed directory, reused by
@@ -109,4 +112,76 @@ func checkHealthy(t *testing.T, e *Engine) {
 	if string(res.Value) != `{"sum":55}` {
 		t.Fatalf("after the failure, the next call returned %s", res.Value)
 	}
+}
+
+// bareHost runs the guest under a host module of the test's own, whose now_ms answers
+// nowMs and whose other imports do nothing: what the guest does with values the Engine's
+// host never sends.
+type bareHost struct {
+	nowMs float64
+	// polls counts the poll calls; from the stopAt-th on (when not 0) poll says stop.
+	polls, stopAt int
+	mod           api.Module
+}
+
+func newBareHost(t *testing.T) *bareHost {
+	t.Helper()
+	ctx := context.Background()
+	cache, err := wazero.NewCompilationCacheWithDir(hostTestCacheDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
+	t.Cleanup(func() { rt.Close(ctx); cache.Close(ctx) })
+	h := &bareHost{}
+	b := rt.NewHostModuleBuilder("libos")
+	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, st []uint64) {
+		st[0] = api.EncodeF64(h.nowMs)
+	}), nil, []api.ValueType{api.ValueTypeF64}).Export("now_ms")
+	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, st []uint64) {
+		h.polls++
+		st[0] = 0
+		if h.stopAt > 0 && h.polls >= h.stopAt {
+			st[0] = 1
+		}
+	}), nil, []api.ValueType{api.ValueTypeI32}).Export("poll")
+	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, st []uint64) { st[0] = interruptNow }),
+		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).Export("syscall")
+	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, st []uint64) {}),
+		[]api.ValueType{api.ValueTypeI32}, nil).Export("syscall_take")
+	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, st []uint64) {}),
+		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).Export("log")
+	if _, err := b.Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.mod, err = rt.InstantiateWithConfig(ctx, guestWasm, wazero.NewModuleConfig().WithStartFunctions("_initialize"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// run runs program with {} as its arguments and returns the status and the output text.
+func (h *bareHost) run(t *testing.T, program string) (int32, string) {
+	t.Helper()
+	ctx, mod := context.Background(), h.mod
+	write := func(s string) uint64 {
+		r, err := mod.ExportedFunction("libos_alloc").Call(ctx, uint64(len(s)))
+		if err != nil || r[0] == 0 {
+			t.Fatal("libos_alloc", err)
+		}
+		mod.Memory().Write(uint32(r[0]), []byte(s))
+		return r[0]
+	}
+	src, args := write(program), write("{}")
+	defer mod.ExportedFunction("libos_free").Call(ctx, src)
+	defer mod.ExportedFunction("libos_free").Call(ctx, args)
+	r, err := mod.ExportedFunction("libos_run").Call(ctx, src, uint64(len(program)), args, 2, 32<<20, 0, 1)
+	if err != nil {
+		t.Fatalf("libos_run trapped: %v", err)
+	}
+	p, _ := mod.ExportedFunction("libos_out_ptr").Call(ctx)
+	n, _ := mod.ExportedFunction("libos_out_len").Call(ctx)
+	out, _ := mod.Memory().Read(uint32(p[0]), uint32(n[0]))
+	return int32(r[0]), string(out)
 }

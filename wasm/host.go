@@ -207,6 +207,13 @@ func hostSyscall(ctx context.Context, mod api.Module, stack []uint64) {
 // true when the call must stop instead (deadline, cancellation, a limit).
 func (c *call) invoke(name string, args json.RawMessage) (resp []byte, interrupt bool) {
 	result, err := c.safeSyscall(name, args)
+	// The deadline is checked on the monotonic clock, as poll does: a Syscaller that
+	// gave up because time ran out can return before the context's timer has fired
+	// (and a caller's deadline may be only advisory), and its failure must not reach
+	// the guest as an ordinary rejection it could catch.
+	if c.stopped() == running && time.Since(monoBase) >= c.deadline {
+		c.halt(c.ctxReason())
+	}
 	if c.stopped() != running {
 		return nil, true
 	}

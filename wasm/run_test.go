@@ -535,6 +535,17 @@ func TestRunCanceled(t *testing.T) {
 		}
 		checkHealthy(t, e)
 	})
+	t.Run("a syscall that fails after the caller's deadline ends the call", func(t *testing.T) {
+		ctx := advisoryDeadline{hostCtx(t), time.Now().Add(30 * time.Millisecond)}
+		late := syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+			time.Sleep(60 * time.Millisecond)
+			return nil, errors.New("gave up")
+		})
+		_, err := e.Run(ctx, `async function run(a, libos) { try { await libos.syscall("late", {}); } catch (e) {} return 1; }`,
+			nil, late, Options{Limits: Limits{WallTime: 30 * time.Second}})
+		wantError(t, err, CodeCanceled, "")
+		checkHealthy(t, e)
+	})
 	t.Run("cancelled while a syscall blocks", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(hostCtx(t))
 		block := syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {

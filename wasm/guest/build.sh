@@ -41,7 +41,7 @@ cp "$src"/*.c "$src"/*.h "$work/src/"
 cp "$here/shim.c" "$work/src/"
 
 cflags=(
-	--target=wasm32-wasi -O2 -g0
+	--target=wasm32-wasi -O2 -g0 -mbulk-memory
 	-D_GNU_SOURCE '-DCONFIG_VERSION="2021-03-27"' -DCONFIG_BIGNUM
 	-Wall -Wno-unused-variable -Wno-unused-but-set-variable -Wno-unused-function
 	-Wno-sign-compare -Wno-missing-field-initializers -Wno-array-bounds

@@ -183,6 +183,25 @@ void abort(void)
     __builtin_trap();
 }
 
+/* wasi-libc's memcpy, memmove and memset are byte and word loops; built with
+   -mbulk-memory these are the single memory.copy and memory.fill instructions, which the
+   runtime executes as one native copy. Strings, arrays and the allocator move their
+   blocks through them. */
+void *memcpy(void *restrict dst, const void *restrict src, size_t n)
+{
+    return __builtin_memcpy(dst, src, n);
+}
+
+void *memmove(void *dst, const void *src, size_t n)
+{
+    return __builtin_memmove(dst, src, n);
+}
+
+void *memset(void *dst, int c, size_t n)
+{
+    return __builtin_memset(dst, c, n);
+}
+
 /* ---- output buffer ---- */
 
 static const char oom_error[] =
@@ -381,13 +400,44 @@ static JSValue native_syscall(JSContext *ctx, JSValueConst this_val, int argc, J
     return ret;
 }
 
-/* ---- the runtime's allocator: QuickJS's default, plus oom_hit ---- */
+/* ---- the runtime's allocator: QuickJS's default, plus oom_hit and polls ---- */
 
 #define MALLOC_OVERHEAD 8
+
+/* A memory bomb spends its time allocating (growing the memory, faulting in, zeroing and
+   copying big blocks), which runs too little bytecode to reach the interpreter's poll
+   often: a loop that allocates 8 MiB a turn polls once in 10000 turns. So the allocator
+   polls too, once per POLL_ALLOC_BYTES requested. A stop is latched, and the interpreter
+   is asked to poll at its next step, where the uncatchable interrupt is thrown. Until then
+   a large allocation fails (sparing the copy that would fill it), a small one goes on: the
+   interrupt error itself must still be allocated, or the program could catch what
+   unwinds instead. */
+#define POLL_ALLOC_BYTES (1u << 20)
+#define LARGE_ALLOC (64u << 10)
+static size_t alloc_since_poll;
+static JSContext *current_ctx;
+
+/* Whether this allocation of size bytes must fail because the call was stopped. */
+static int alloc_stopped(size_t size)
+{
+    alloc_since_poll += size;
+    if (alloc_since_poll >= POLL_ALLOC_BYTES) {
+        alloc_since_poll = 0;
+        if (!interrupted && libos_poll() != 0)
+            interrupted = 1;
+    }
+    if (!interrupted)
+        return 0;
+    if (current_ctx)
+        JS_RequestInterrupt(current_ctx);
+    return size >= LARGE_ALLOC;
+}
 
 static void *rt_malloc(JSMallocState *s, size_t size)
 {
     void *p;
+    if (alloc_stopped(size))
+        return NULL;
     if (s->malloc_size + size > s->malloc_limit) {
         oom_hit = 1;
         return NULL;
@@ -421,6 +471,8 @@ static void *rt_realloc(JSMallocState *s, void *p, size_t size)
         rt_free(s, p);
         return NULL;
     }
+    if (size > old && alloc_stopped(size - old))
+        return NULL;
     if (s->malloc_size + size - old > s->malloc_limit) {
         oom_hit = 1;
         return NULL;
@@ -834,6 +886,7 @@ EXPORT(libos_run) int32_t libos_run(const char *src, int32_t src_len,
 
     interrupted = 0;
     oom_hit = 0;
+    alloc_since_poll = 0;
     memset(&c, 0, sizeof(c));
     c.rt = JS_NewRuntime2(&rt_malloc_funcs, NULL);
     if (!c.rt)
@@ -853,10 +906,16 @@ EXPORT(libos_run) int32_t libos_run(const char *src, int32_t src_len,
         JS_FreeRuntime(c.rt);
         return fail("out_of_memory", "guest: no memory for a context");
     }
+    current_ctx = c.ctx;
     ret = run_call(&c, src, src_len, args, args_len);
+    current_ctx = NULL;
     if (ret != STATUS_OK && oom_hit && !interrupted &&
         (output_has_code("js_error") || output_has_code("unsettled") || output_has_code("guest_error")))
         ret = fail("out_of_memory", "guest: out of memory (the memory limit was reached)");
+    /* An interrupted call's instance is never used again (ABI.md): freeing what a
+       runaway built, possibly gigabytes of objects, would only delay the answer. */
+    if (interrupted)
+        return ret;
     JS_FreeContext(c.ctx);
     JS_FreeRuntime(c.rt);
     return ret;
