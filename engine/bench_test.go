@@ -8,8 +8,8 @@ import (
 	"github.com/agentlibos/libos/engine/internal/cpubench"
 )
 
-// BenchmarkEchoEndToEnd: one echo call through the whole pipeline on a real store,
-// with tool_called and (ToolResult + tool_result) each synced before the call returns.
+// BenchmarkEchoEndToEnd: one echo call through the whole pipeline on a real store:
+// tool_called deferred, ToolResult + tool_result synced (one WAL sync per call).
 func BenchmarkEchoEndToEnd(b *testing.B) {
 	e := newEnv(b, engine.Config{})
 	pid := e.spawn(b, engine.ProcessConfig{Tools: []string{"echo"}})

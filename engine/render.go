@@ -39,7 +39,7 @@ func RenderTools(defs []ToolDef, p Provider) (json.RawMessage, error) {
 	for _, d := range defs {
 		switch p {
 		case ProviderMCP:
-			t := mcpTool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, OutputSchema: mcpOutputSchema(d.OutputSchema)}
+			t := mcpTool{Name: d.Name, Description: d.Description, InputSchema: mcpSchema(d.InputSchema), OutputSchema: mcpOutputSchema(d.OutputSchema)}
 			a := d.Annotations
 			t.Annotations = &mcpAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnly, DestructiveHint: !a.ReadOnly && a.Destructive, IdempotentHint: a.Idempotent, OpenWorldHint: a.OpenWorld}
 			out = append(out, t)
@@ -86,7 +86,39 @@ func mcpOutputSchema(s json.RawMessage) json.RawMessage {
 	if t, ok := v.Get("type"); !ok || t.Kind != jsonx.String || t.S != "object" {
 		return nil
 	}
-	return s
+	return mcpSchema(s)
+}
+
+// mcpSchema returns an object-rooted schema in the form MCP clients accept. The
+// TypeScript SDK also requires every root property's schema to be an object, while
+// JSON Schema allows the boolean schemas true and false there; they are written as
+// their object equivalents, {} and {"not":{}}, which accept exactly the same values.
+func mcpSchema(s json.RawMessage) json.RawMessage {
+	v, err := jsonx.Decode(s, renderDepth)
+	if err != nil || v.Kind != jsonx.Object {
+		return s
+	}
+	props, ok := v.Get("properties")
+	if !ok || props.Kind != jsonx.Object {
+		return s
+	}
+	changed := false
+	for i := range props.O {
+		p := &props.O[i].Val
+		if p.Kind != jsonx.Bool {
+			continue
+		}
+		if p.B {
+			*p = jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}
+		} else {
+			*p = jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{{Key: "not", Val: jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}}}}
+		}
+		changed = true
+	}
+	if !changed {
+		return s
+	}
+	return v.Canonical()
 }
 
 // Root keywords the providers refuse in a tool's parameters, in a request that then

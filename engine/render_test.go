@@ -80,7 +80,9 @@ func TestStrictSubset(t *testing.T) {
 // refused tool fails every request that carries it:
 //   - MCP: a Tool's outputSchema is an object schema ({"type":"object", …}); the
 //     TypeScript SDK refuses a tools/list in which one has another root, so such an
-//     outputSchema is omitted.
+//     outputSchema is omitted. The SDK also wants each root property's schema to be
+//     an object, so the boolean schemas true and false are written as {} and
+//     {"not":{}}, which accept the same values.
 //   - OpenAI: parameters "must have type 'object' and not have
 //     'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level".
 //   - Anthropic: "input_schema does not support oneOf, allOf, or anyOf at the top level".
@@ -101,8 +103,9 @@ func TestRenderPortableRoots(t *testing.T) {
 		builtins = append(builtins, builtin(name, `{"type":"object"}`, out, returns(`{"ok":true}`)))
 		names = append(names, name)
 	}
-	builtins = append(builtins, builtin("either", eitherIn, "", returns(`{}`)))
-	names = append(names, "either")
+	builtins = append(builtins, builtin("either", eitherIn, "", returns(`{}`)),
+		builtin("booleans", `{"type":"object","properties":{"any":true,"never":false}}`, `{"type":"object","properties":{"v":true}}`, returns(`{"v":[1]}`)))
+	names = append(names, "either", "booleans")
 	e := newEnv(t, engine.Config{Builtins: builtins})
 	pid := e.spawn(t, engine.ProcessConfig{Tools: names})
 	defs, err := e.k.Tools(pid)
@@ -155,6 +158,34 @@ func TestRenderPortableRoots(t *testing.T) {
 	if k := rootKeys(mcp["either"]["inputSchema"]); !k["anyOf"] || !k["not"] {
 		t.Errorf("mcp keeps the whole input schema: %s", mcp["either"]["inputSchema"])
 	}
+	// The TypeScript SDK's Tool schema: {type: literal "object", properties?: record of
+	// objects, required?: string[]} for inputSchema and, when present, outputSchema.
+	for name, item := range mcp {
+		for _, which := range []string{"inputSchema", "outputSchema"} {
+			raw, ok := item[which]
+			if !ok {
+				continue
+			}
+			var root struct {
+				Type       string                     `json:"type"`
+				Properties map[string]json.RawMessage `json:"properties"`
+			}
+			if err := json.Unmarshal(raw, &root); err != nil || root.Type != "object" {
+				t.Errorf("mcp %s %s: root is not type object: %s", name, which, raw)
+			}
+			for p, sub := range root.Properties {
+				if len(sub) == 0 || sub[0] != '{' {
+					t.Errorf("mcp %s %s: property %s is not an object schema: %s", name, which, p, sub)
+				}
+			}
+		}
+	}
+	if got, want := string(mcp["booleans"]["inputSchema"]), `{"properties":{"any":{},"never":{"not":{}}},"type":"object"}`; got != want {
+		t.Errorf("mcp booleans input:\ngot  %s\nwant %s", got, want)
+	}
+	if got, want := string(mcp["booleans"]["outputSchema"]), `{"properties":{"v":{}},"type":"object"}`; got != want {
+		t.Errorf("mcp booleans output:\ngot  %s\nwant %s", got, want)
+	}
 	openAI := render(engine.ProviderOpenAI)
 	anthropic := render(engine.ProviderAnthropic)
 	for name := range openAI {
@@ -181,5 +212,11 @@ func TestRenderPortableRoots(t *testing.T) {
 	}
 	if _, err := e.k.HandleFrame(context.Background(), pid, []byte(`{"name":"string_out","arguments":{}}`)); codeOf(err) != "output_invalid" {
 		t.Fatalf("a result outside the full output schema: %v, want output_invalid", err)
+	}
+	if _, err := e.k.HandleFrame(context.Background(), pid, []byte(`{"name":"booleans","arguments":{"any":[1,{"x":null}]}}`)); err != nil {
+		t.Fatalf("true accepts anything: %v", err)
+	}
+	if _, err := e.k.HandleFrame(context.Background(), pid, []byte(`{"name":"booleans","arguments":{"never":1}}`)); codeOf(err) != "schema_invalid" {
+		t.Fatalf("false accepts nothing: %v, want schema_invalid", err)
 	}
 }

@@ -101,9 +101,10 @@ func BenchmarkValidateParts(b *testing.B) {
 }
 
 // BenchmarkJITCall is a registered JIT tool called end to end through the kernel: the
-// adapter, the input schema, tool_called (durable), the sandbox, clock.now through the
-// router (capability check and audit event, durable), the output schema, the
-// ToolResult and tool_result (durable). Target ≤ 0.5 ms p50.
+// adapter, the input schema, tool_called, the sandbox, clock.now through the router
+// (capability check and audit event), the output schema, the ToolResult and
+// tool_result. One WAL sync per call: tool_called and the audit event are deferred and
+// become durable with the synced settlement. Target ≤ 0.5 ms p50.
 func BenchmarkJITCall(b *testing.B) {
 	w := newWorld(b)
 	pid, _ := w.registered(b, engine.Direct, "clock:now")
