@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -64,6 +65,16 @@ type Engine struct {
 	idle     []*instance
 	closed   bool
 	inflight sync.WaitGroup
+
+	// snap is the guest's memory from snapFrom on, taken once right after libos_prepare
+	// built the JavaScript state every call starts from; every instance is made from it
+	// and restored to it after every call. Set once, under snapMu.
+	snapMu   sync.Mutex
+	snap     []byte
+	snapFrom uint32
+	// snapRuns are the runs of 4 KiB blocks of snap that are not all zero: all that a new
+	// instance, whose memory is zero, needs written (a third of the snapshot).
+	snapRuns [][2]int
 }
 
 // NewEngine compiles the guest and prepares the host imports. It does not instantiate
@@ -181,10 +192,14 @@ func (e *Engine) get(ctx context.Context) (*instance, error) {
 	return e.newInstance(ctx)
 }
 
-// put returns a healthy instance to the pool, or closes it. A discarded instance is
-// closed in the background: handing a memory of gigabytes back to the kernel takes time
-// the caller of a stopped call should not wait for. Close waits for it.
+// put restores a used instance to the snapshot and returns it to the pool, or closes it.
+// A discarded instance is closed in the background: handing a memory of gigabytes back to
+// the kernel takes time the caller of a stopped call should not wait for. Close waits
+// for it.
 func (e *Engine) put(ctx context.Context, in *instance) {
+	if !in.broken && in.dirty && !in.restore(e.snap, e.snapFrom) {
+		in.broken = true
+	}
 	if in.broken || in.mem.Size() > e.discardAbove {
 		e.inflight.Add(1)
 		go func() {
@@ -209,12 +224,13 @@ type instance struct {
 	mem              api.Memory
 	run, alloc, free api.Function
 	outPtr, outLen   api.Function
-	stack            [7]uint64
+	stack            [8]uint64
 	capBytes         int64 // the engine's hard memory cap
 	broken           bool  // trapped, or the host gave up on it: never reuse
+	dirty            bool  // a call ran since the snapshot was restored
 }
 
-var guestExports = []string{"_initialize", "libos_alloc", "libos_free", "libos_run", "libos_out_ptr", "libos_out_len"}
+var guestExports = []string{"_initialize", "libos_alloc", "libos_free", "libos_prepare", "libos_run", "libos_out_ptr", "libos_out_len"}
 
 func checkExports(c wazero.CompiledModule) error {
 	fns := c.ExportedFunctions()
@@ -229,12 +245,16 @@ func checkExports(c wazero.CompiledModule) error {
 	return nil
 }
 
+// newInstance instantiates the guest and brings it to the state every call starts from:
+// the first instance of the Engine builds that state (_initialize, then libos_prepare)
+// and the Engine snapshots it; every later one is only written the snapshot, which is
+// several times cheaper than building a JavaScript context and installing the prelude.
 func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
-	// Anonymous and without start functions: a reactor is initialised by _initialize.
-	// The linear memory is a reservation of the whole cap (see linmem), so that the guest
-	// growing it never copies it.
-	ctx = experimental.WithMemoryAllocator(ctx, linmem.Allocator())
-	mod, err := e.rt.InstantiateModule(ctx, e.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	// Anonymous and without start functions: a reactor is initialised by _initialize,
+	// or here by the snapshot. The linear memory is a reservation of the whole cap (see
+	// linmem), so that the guest growing it never copies it.
+	mctx := experimental.WithMemoryAllocator(ctx, linmem.Allocator())
+	mod, err := e.rt.InstantiateModule(mctx, e.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
 		return nil, fmt.Errorf("wasm: instantiate: %w", err)
 	}
@@ -248,11 +268,106 @@ func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 		outLen:   mod.ExportedFunction("libos_out_len"),
 		capBytes: e.maxMemory,
 	}
-	if _, err := mod.ExportedFunction("_initialize").Call(ctx); err != nil {
-		mod.Close(ctx)
-		return nil, fmt.Errorf("wasm: initialize instance: %w", err)
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	if e.snap != nil {
+		if !in.restoreRuns(e.snap, e.snapFrom, e.snapRuns) {
+			mod.Close(ctx)
+			return nil, errors.New("wasm: instance: cannot write the snapshot")
+		}
+		return in, nil
 	}
+	snap, from, err := in.prepare(ctx)
+	if err != nil {
+		mod.Close(ctx)
+		return nil, err
+	}
+	e.snap, e.snapFrom, e.snapRuns = snap, from, nonZeroRuns(snap, 4<<10)
 	return in, nil
+}
+
+// nonZeroRuns returns the [start, end) ranges of b made of blocks that are not all zero.
+func nonZeroRuns(b []byte, block int) [][2]int {
+	var runs [][2]int
+	for i := 0; i < len(b); i += block {
+		end := min(i+block, len(b))
+		if allZero(b[i:end]) {
+			continue
+		}
+		if n := len(runs); n > 0 && runs[n-1][1] == i {
+			runs[n-1][1] = end
+		} else {
+			runs = append(runs, [2]int{i, end})
+		}
+	}
+	return runs
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// prepare runs _initialize and libos_prepare on a new instance and returns its memory
+// from the start of the prepared state on.
+func (in *instance) prepare(ctx context.Context) ([]byte, uint32, error) {
+	if _, err := in.mod.ExportedFunction("_initialize").Call(ctx); err != nil {
+		return nil, 0, fmt.Errorf("wasm: initialize instance: %w", err)
+	}
+	r, err := in.mod.ExportedFunction("libos_prepare").Call(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("wasm: prepare instance: %w", err)
+	}
+	from := int32(r[0])
+	if from < 0 {
+		out, _ := in.output(ctx)
+		return nil, 0, fmt.Errorf("wasm: prepare instance: the guest failed: %s", out)
+	}
+	size := in.mem.Size()
+	if uint32(from) >= size {
+		return nil, 0, fmt.Errorf("wasm: prepare instance: state at %d outside a memory of %d bytes", from, size)
+	}
+	b, _ := in.mem.Read(uint32(from), size-uint32(from))
+	return bytes.Clone(b), uint32(from), nil
+}
+
+// restoreRuns writes the snapshot into a new instance, whose memory is zero: only the
+// runs that are not.
+func (in *instance) restoreRuns(snap []byte, from uint32, runs [][2]int) bool {
+	end := uint64(from) + uint64(len(snap))
+	if size := uint64(in.mem.Size()); end > size {
+		if _, ok := in.mem.Grow(uint32((end - size + pageSize - 1) / pageSize)); !ok {
+			return false
+		}
+	}
+	for _, r := range runs {
+		if !in.mem.Write(from+uint32(r[0]), snap[r[0]:r[1]]) {
+			return false
+		}
+	}
+	in.dirty = false
+	return true
+}
+
+// restore writes the snapshot back: the JavaScript state, the allocator and every static
+// of the guest as libos_prepare left them. The shadow stack below from is empty between
+// calls; the memory past the snapshot is free space to the restored allocator.
+func (in *instance) restore(snap []byte, from uint32) bool {
+	end := uint64(from) + uint64(len(snap))
+	if size := uint64(in.mem.Size()); end > size {
+		if _, ok := in.mem.Grow(uint32((end - size + pageSize - 1) / pageSize)); !ok {
+			return false
+		}
+	}
+	if !in.mem.Write(from, snap) {
+		return false
+	}
+	in.dirty = false
+	return true
 }
 
 func (in *instance) close(ctx context.Context) {

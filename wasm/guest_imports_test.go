@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -60,7 +61,7 @@ func TestGuestImportsOnlyLibos(t *testing.T) {
 		exports = append(exports, name)
 	}
 	sort.Strings(exports)
-	wantExports := []string{"_initialize", "libos_alloc", "libos_free", "libos_out_len", "libos_out_ptr", "libos_run"}
+	wantExports := []string{"_initialize", "libos_alloc", "libos_free", "libos_out_len", "libos_out_ptr", "libos_prepare", "libos_run"}
 	if len(exports) != len(wantExports) {
 		t.Errorf("exported functions %v, the ABI says %v", exports, wantExports)
 	} else {
@@ -92,4 +93,26 @@ func signature(params, results []api.ValueType) string {
 		s += api.ValueTypeName(r)
 	}
 	return s + ")"
+}
+
+// The guest never runs a call on the state an earlier call used: with the restore flag
+// it leaves that state to the host's snapshot, and if the host does not restore it the
+// next call is refused (ABI.md) rather than run where the earlier one left off.
+func TestGuestRefusesAnUnrestoredState(t *testing.T) {
+	h := newBareHost(t)
+	const program = `function run() { globalThis.n = (globalThis.n || 0) + 1; return n; }`
+	if status, out := h.runFlags(t, program, runRestore); status != 0 || out != "1" {
+		t.Fatalf("first call: status %d, %s", status, out)
+	}
+	status, out := h.runFlags(t, program, runRestore)
+	if status != 1 || !strings.Contains(out, `"code":"guest_error"`) {
+		t.Fatalf("second call on an unrestored state: status %d, %s; want guest_error", status, out)
+	}
+	// Without the flag the guest frees its state and builds a fresh one for each call.
+	h2 := newBareHost(t)
+	for i := 0; i < 2; i++ {
+		if status, out := h2.run(t, program); status != 0 || out != "1" {
+			t.Fatalf("call %d without the flag: status %d, %s", i+1, status, out)
+		}
+	}
 }

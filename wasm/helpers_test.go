@@ -164,6 +164,12 @@ func newBareHost(t *testing.T) *bareHost {
 // run runs program with {} as its arguments and returns the status and the output text.
 func (h *bareHost) run(t *testing.T, program string) (int32, string) {
 	t.Helper()
+	return h.runFlags(t, program, 0)
+}
+
+// runFlags is run with libos_run's flags.
+func (h *bareHost) runFlags(t *testing.T, program string, flags uint64) (int32, string) {
+	t.Helper()
 	ctx, mod := context.Background(), h.mod
 	write := func(s string) uint64 {
 		r, err := mod.ExportedFunction("libos_alloc").Call(ctx, uint64(len(s)))
@@ -176,7 +182,7 @@ func (h *bareHost) run(t *testing.T, program string) (int32, string) {
 	src, args := write(program), write("{}")
 	defer mod.ExportedFunction("libos_free").Call(ctx, src)
 	defer mod.ExportedFunction("libos_free").Call(ctx, args)
-	r, err := mod.ExportedFunction("libos_run").Call(ctx, src, uint64(len(program)), args, 2, 32<<20, 0, 1)
+	r, err := mod.ExportedFunction("libos_run").Call(ctx, src, uint64(len(program)), args, 2, 32<<20, 0, 1, flags)
 	if err != nil {
 		t.Fatalf("libos_run trapped: %v", err)
 	}

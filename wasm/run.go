@@ -212,16 +212,17 @@ func (in *instance) call(ctx context.Context, c *call, program string, args []by
 			err = &Error{Code: CodeTrap, Message: fmt.Sprintf("host panic: %v", r)}
 		}
 	}()
+	// The program and the arguments need no freeing: the snapshot is restored after
+	// the call (or the instance closed).
+	in.dirty = true
 	src, err := in.write(ctx, []byte(program))
 	if err != nil {
 		return err
 	}
-	defer in.release(ctx, src)
 	argp, err := in.write(ctx, args)
 	if err != nil {
 		return err
 	}
-	defer in.release(ctx, argp)
 	st := in.stack[:]
 	st[0], st[1] = uint64(src), uint64(len(program))
 	st[2], st[3] = uint64(argp), uint64(len(args))
@@ -229,6 +230,7 @@ func (in *instance) call(ctx context.Context, c *call, program string, args []by
 	// below 2 GiB, and the page limit stays the hard cap.
 	st[4], st[5] = uint64(min(lim.Memory, math.MaxInt32)), uint64(lim.Stack)
 	st[6] = seed
+	st[7] = runRestore
 	callErr := in.run.CallWithStack(ctx, st)
 	if callErr != nil {
 		in.broken = true
@@ -238,8 +240,12 @@ func (in *instance) call(ctx context.Context, c *call, program string, args []by
 	// A stop the guest did not get to see (a log over the limit on the last line, a
 	// fault in syscall_take) still fails the call.
 	if r := c.stopped(); r != running {
-		// Whatever QuickJS was doing when it unwound, the next call gets a clean instance.
-		in.broken = true
+		// Whatever QuickJS was doing when it unwound, the snapshot restored after the
+		// call gives the next call a clean instance; a fault means the host gave up on
+		// this one.
+		if r == stopFault {
+			in.broken = true
+		}
 		return stopError(c, r)
 	}
 	out, err := in.output(ctx)
@@ -266,6 +272,10 @@ func (in *instance) call(ctx context.Context, c *call, program string, args []by
 	}
 }
 
+// runRestore is libos_run's flag saying that the host restores the snapshot after the
+// call, so the guest leaves its state as the call left it (ABI.md).
+const runRestore = 1
+
 // write copies b into memory the guest allocated for it.
 func (in *instance) write(ctx context.Context, b []byte) (uint32, error) {
 	st := in.stack[:1]
@@ -284,18 +294,6 @@ func (in *instance) write(ctx context.Context, b []byte) (uint32, error) {
 		return 0, &Error{Code: CodeTrap, Message: "guest allocated out of range"}
 	}
 	return p, nil
-}
-
-// release frees what write allocated, unless the instance is going away anyway.
-func (in *instance) release(ctx context.Context, p uint32) {
-	if p == 0 || in.broken {
-		return
-	}
-	st := in.stack[:1]
-	st[0] = uint64(p)
-	if err := in.free.CallWithStack(ctx, st); err != nil {
-		in.broken = true
-	}
 }
 
 // output copies the guest's output buffer.
@@ -335,10 +333,13 @@ func guestError(c *call, in *instance, out []byte) error {
 	switch g.Code {
 	case "interrupted":
 		// The guest stopped because poll or syscall said so; the host knows why.
-		in.broken = true
 		if r := c.stopped(); r != running {
+			if r == stopFault {
+				in.broken = true
+			}
 			return stopError(c, r)
 		}
+		in.broken = true
 		return &Error{Code: CodeTrap, Message: "guest interrupted itself without a reason"}
 	case "out_of_memory":
 		e.Code, e.Limit = CodeLimitExceeded, LimitMemory

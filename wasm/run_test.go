@@ -118,6 +118,71 @@ func TestRunFreshContext(t *testing.T) {
 	}
 }
 
+// "A fresh JS runtime/context for every call: no state survives between calls." Every call
+// starts from the snapshot taken after the prelude was installed, restored after each
+// call. Each program here reports what it sees and then changes it; on one pooled
+// instance, every call must see the same thing, whatever the calls before it did and
+// however they ended.
+func TestRunNoStateSurvives(t *testing.T) {
+	e := newHostTestEngine(t, Config{PoolSize: 1})
+	cases := []struct{ name, program string }{
+		{"globals: properties, var, let, const, class, functions",
+			`var v; let l; const c = 1; class K {}
+			 function run() { const r = [typeof globalThis.g, v ?? null, l ?? null, Object.getOwnPropertyNames(globalThis).length];
+			   globalThis.g = 1; v = 2; l = 3; globalThis.h = () => 1; return r; }`},
+		{"built-in prototypes mutated and frozen",
+			`function run() { const r = [typeof Array.prototype.extra, [1,2].map(x => x * 2), "ab".toUpperCase(), ({}).polluted ?? null, Object.isFrozen(Array.prototype)];
+			   Array.prototype.extra = 1; Array.prototype.map = () => "hijacked"; String.prototype.toUpperCase = () => "x";
+			   Object.prototype.polluted = true; Object.freeze(Array.prototype); return r; }`},
+		{"JSON, Math, Promise, Date, Error replaced",
+			`function run() { const r = [JSON.stringify({a: 1}), Math.max(1, 2), typeof Promise.prototype.then, new Date(0).toISOString(), String(new Error("m"))];
+			   JSON.stringify = () => "no"; Math.max = () => 0; Promise.prototype.then = null; Date.prototype.toISOString = () => "t";
+			   Error.prototype.toString = () => "e"; return r; }`},
+		{"the libos and console objects",
+			`function run(a, libos) { const r = [Object.keys(libos).sort().join(), typeof libos.syscall, typeof console.log, libos.mark ?? null];
+			   libos.mark = 1; libos.syscall = null; console.log = null; return r; }`},
+		{"the symbol registry and well-known symbols",
+			`function run() { const r = [Object.getOwnPropertySymbols(globalThis).length, typeof Array.prototype[Symbol.iterator], Symbol.keyFor(Symbol.for("k"))];
+			   globalThis[Symbol.for("k")] = 1; Array.prototype[Symbol.iterator] = null; return r; }`},
+		{"Math.random starts from the call's seed",
+			`function run() { return [Math.random(), Math.random()]; }`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var first string
+			for i := 0; i < 3; i++ {
+				res := mustRun(t, e, tc.program, `{}`, nil, Options{Seed: 7})
+				if i == 0 {
+					first = string(res.Value)
+				} else if string(res.Value) != first {
+					t.Fatalf("call %d saw %s, the first call %s: state survived", i+1, res.Value, first)
+				}
+			}
+		})
+	}
+	// Calls that end badly leave nothing behind either.
+	probe := `function run() { return [typeof globalThis.left, typeof Object.prototype.left]; }`
+	want := `["undefined","undefined"]`
+	for _, bad := range []struct {
+		name, program string
+		limits        Limits
+	}{
+		{"a call that throws", `function run() { globalThis.left = 1; Object.prototype.left = 1; throw new Error("x"); }`, Limits{}},
+		{"a call stopped at its wall time", `function run() { globalThis.left = 1; Object.prototype.left = 1; for (;;) {} }`, Limits{WallTime: 50 * time.Millisecond}},
+		{"a call out of memory", `function run() { globalThis.left = 1; Object.prototype.left = 1; const a = []; for (;;) a.push(new Array(1e5).fill(0)); }`, Limits{}},
+		{"a call over the syscall limit", `async function run(a, libos) { globalThis.left = 1; Object.prototype.left = 1; for (;;) { try { await libos.syscall("x", {}); } catch (e) {} } }`, Limits{Syscalls: 3}},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			if _, err := e.Run(hostCtx(t), bad.program, nil, nil, Options{Limits: bad.limits}); err == nil {
+				t.Fatal("the bad call succeeded")
+			}
+			if res := mustRun(t, e, probe, `{}`, nil, Options{}); string(res.Value) != want {
+				t.Fatalf("after it, the next call saw %s, want %s", res.Value, want)
+			}
+		})
+	}
+}
+
 // "console.* logs (bounded)": levels, order, and the byte limit.
 func TestRunLogs(t *testing.T) {
 	e := hostTestEngine(t)

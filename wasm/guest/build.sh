@@ -48,6 +48,9 @@ cflags=(
 	-Wno-enum-conversion -Wno-implicit-const-int-float-conversion
 	-ffunction-sections -fdata-sections
 )
+# Extra flags for experiments (e.g. GUEST_CFLAGS=-DLIBOS_PROFILE); the product uses none.
+read -r -a extra_cflags <<< "${GUEST_CFLAGS:-}"
+cflags+=("${extra_cflags[@]}")
 
 compile() {
 	"$cc" "${cflags[@]}" -c "$work/src/$1.c" -o "$work/obj/$1.o" 2>"$work/obj/$1.log" || {
@@ -66,7 +69,7 @@ done
 wait "$lane1" || failed=1
 [ "$failed" = 0 ] || exit 1
 
-exports=(libos_alloc libos_free libos_run libos_out_ptr libos_out_len)
+exports=(libos_alloc libos_free libos_prepare libos_run libos_out_ptr libos_out_len)
 ldflags=(
 	--target=wasm32-wasi -mexec-model=reactor -fuse-ld=lld
 	-Wl,--gc-sections -Wl,--strip-all

@@ -183,6 +183,32 @@ void abort(void)
     __builtin_trap();
 }
 
+/* The allocator's sbrk, with the break kept in memory rather than read from the memory's
+   size: when the host restores its snapshot into a memory that an earlier call grew, the
+   break goes back to where it was and the pages past it are used again instead of the
+   memory growing further (wasm memory never shrinks). */
+#define WASM_PAGE 65536
+static uintptr_t heap_break;
+
+void *sbrk(intptr_t increment)
+{
+    uintptr_t size = (uintptr_t)__builtin_wasm_memory_size(0) * WASM_PAGE;
+    uintptr_t old;
+
+    if (heap_break == 0)
+        heap_break = size;
+    old = heap_break;
+    if (increment < 0 || (uintptr_t)increment > UINTPTR_MAX - old)
+        return (void *)-1;
+    if (old + (uintptr_t)increment > size) {
+        uintptr_t need = old + (uintptr_t)increment - size;
+        if (__builtin_wasm_memory_grow(0, (need + WASM_PAGE - 1) / WASM_PAGE) == (size_t)-1)
+            return (void *)-1;
+    }
+    heap_break = old + (uintptr_t)increment;
+    return (void *)old;
+}
+
 /* wasi-libc's memcpy, memmove and memset are byte and word loops; built with
    -mbulk-memory these are the single memory.copy and memory.fill instructions, which the
    runtime executes as one native copy. Strings, arrays and the allocator move their
@@ -201,6 +227,24 @@ void *memset(void *dst, int c, size_t n)
 {
     return __builtin_memset(dst, c, n);
 }
+
+/* Phase timestamps for profiling a call (build with GUEST_CFLAGS=-DLIBOS_PROFILE): one
+   debug log line "prof <phase> <µs>" per phase, read from the host clock. Compiled out
+   of the product. */
+#ifdef LIBOS_PROFILE
+static void prof(const char *phase)
+{
+    char buf[96];
+    struct timeval tv;
+    int n;
+    gettimeofday(&tv, NULL);
+    n = snprintf(buf, sizeof(buf), "prof %s %lld", phase, (long long)tv.tv_sec * 1000000 + tv.tv_usec);
+    libos_log(0, buf, n);
+}
+#define PROF(phase) prof(phase)
+#else
+#define PROF(phase) ((void)0)
+#endif
 
 /* ---- output buffer ---- */
 
@@ -714,12 +758,14 @@ static int call_program(Call *c, const char *src, int32_t src_len,
     free(text);
     if (JS_IsException(v))
         return fail_pending(c, "syntax_error");
+    PROF("compile");
     v = JS_EvalFunction(ctx, v);
     if (JS_IsException(v))
         return fail_pending(c, "js_error");
     JS_FreeValue(ctx, v);
     if (interrupted)
         return interrupted_error();
+    PROF("eval");
 
     run = JS_GetGlobalBinding(ctx, "run");
     if (JS_IsException(run))
@@ -746,7 +792,9 @@ static int call_program(Call *c, const char *src, int32_t src_len,
         return fail("args_invalid", "guest: args must be a JSON object");
     }
     argv[1] = c->libos;
+    PROF("args");
     v = JS_Call(ctx, run, JS_UNDEFINED, 2, (JSValueConst *)argv);
+    PROF("run");
     JS_FreeValue(ctx, argv[0]);
     JS_FreeValue(ctx, run);
     if (JS_IsException(v))
@@ -778,6 +826,7 @@ static int call_program(Call *c, const char *src, int32_t src_len,
     if (st == 2)
         return fail_exception(c, result, "js_error");
 
+    PROF("settle");
     /* plain JSON only, checked and written in one pass */
     v = JS_Call(ctx, c->serialize, JS_UNDEFINED, 1, (JSValueConst *)&result);
     JS_FreeValue(ctx, result);
@@ -840,15 +889,85 @@ static int fail_pending_raw(JSContext *ctx)
     return ret;
 }
 
-static int run_call(Call *c, const char *src, int32_t src_len, const char *args, int32_t args_len)
-{
-    JSContext *ctx = c->ctx;
-    JSValue setup, internals, natives[3];
-    int ret;
+/* ---- the prepared state ---- */
 
+/* The runtime, the context with the prelude installed and the prelude's helpers: what
+   every call starts from. libos_prepare() builds it; the host snapshots the memory right
+   after and restores the snapshot after every call (ABI.md), so each call starts from this
+   state as it was built, with nothing of an earlier call in it. */
+static struct {
+    int ready;   /* built */
+    int used;    /* a call ran on it since it was built: never run another */
+    JSRuntime *rt;
+    JSContext *ctx;
+    JSValue libos, serialize, describe, settle;
+} state;
+
+/* The script's bytecode is made once, here, so that a call which loads console pays
+   only for reading it. */
+static int precompile(JSContext *ctx, Script *sc)
+{
+    JSValue fn;
+    uint8_t *bc;
+    size_t len;
+
+    if (sc->bc)
+        return 0;
+    fn = JS_CompileScript(ctx, sc->src, sc->len, sc->name);
+    if (JS_IsException(fn))
+        return -1;
+    bc = JS_WriteObject(ctx, &len, fn, JS_WRITE_OBJ_BYTECODE);
+    JS_FreeValue(ctx, fn);
+    if (!bc)
+        return -1;
+    sc->bc = malloc(len);
+    if (sc->bc) {
+        memcpy(sc->bc, bc, len);
+        sc->bc_len = len;
+    }
+    js_free(ctx, bc);
+    return sc->bc ? 0 : -1;
+}
+
+static void free_state(void)
+{
+    JSContext *ctx = state.ctx;
+    if (ctx) {
+        JS_FreeValue(ctx, state.libos);
+        JS_FreeValue(ctx, state.serialize);
+        JS_FreeValue(ctx, state.describe);
+        JS_FreeValue(ctx, state.settle);
+        JS_FreeContext(ctx);
+    }
+    if (state.rt)
+        JS_FreeRuntime(state.rt);
+    memset(&state, 0, sizeof(state));
+}
+
+/* Builds the state; 0, or STATUS_ERROR with the output set. */
+static int prepare(void)
+{
+    JSRuntime *rt;
+    JSContext *ctx;
+    JSValue setup, internals, natives[3];
+
+    memset(&state, 0, sizeof(state));
+    rt = JS_NewRuntime2(&rt_malloc_funcs, NULL);
+    if (!rt)
+        return fail("out_of_memory", "guest: no memory for a runtime");
+    JS_SetInterruptHandler(rt, interrupt_handler, NULL);
+    state.rt = rt;
+    ctx = new_context(rt, 0);
+    if (!ctx) {
+        free_state();
+        return fail("out_of_memory", "guest: no memory for a context");
+    }
+    state.ctx = ctx;
+    PROF("context");
     setup = eval_script(ctx, &prelude_script);
     if (JS_IsException(setup))
-        return fail_pending_raw(ctx);
+        goto fail;
+    PROF("prelude_eval");
     natives[0] = JS_NewCFunction(ctx, native_log, "log", 2);
     natives[1] = JS_NewCFunction(ctx, native_syscall, "syscall", 2);
     natives[2] = JS_NewCFunction(ctx, native_load_console, "loadConsole", 0);
@@ -858,65 +977,104 @@ static int run_call(Call *c, const char *src, int32_t src_len, const char *args,
     JS_FreeValue(ctx, natives[1]);
     JS_FreeValue(ctx, natives[2]);
     if (JS_IsException(internals))
-        return fail_pending_raw(ctx);
-    c->libos = JS_GetPropertyStr(ctx, internals, "libos");
-    c->serialize = JS_GetPropertyStr(ctx, internals, "serialize");
-    c->describe = JS_GetPropertyStr(ctx, internals, "describe");
-    c->settle = JS_GetPropertyStr(ctx, internals, "settle");
+        goto fail;
+    state.libos = JS_GetPropertyStr(ctx, internals, "libos");
+    state.serialize = JS_GetPropertyStr(ctx, internals, "serialize");
+    state.describe = JS_GetPropertyStr(ctx, internals, "describe");
+    state.settle = JS_GetPropertyStr(ctx, internals, "settle");
     JS_FreeValue(ctx, internals);
-    if (!JS_IsFunction(ctx, c->serialize) || !JS_IsFunction(ctx, c->describe) ||
-        !JS_IsFunction(ctx, c->settle) || !JS_IsObject(c->libos))
-        ret = fail("guest_error", "guest: the prelude is incomplete");
-    else
-        ret = call_program(c, src, src_len, args, args_len);
-    JS_FreeValue(ctx, c->libos);
-    JS_FreeValue(ctx, c->serialize);
-    JS_FreeValue(ctx, c->describe);
-    JS_FreeValue(ctx, c->settle);
-    return ret;
+    if (!JS_IsFunction(ctx, state.serialize) || !JS_IsFunction(ctx, state.describe) ||
+        !JS_IsFunction(ctx, state.settle) || !JS_IsObject(state.libos)) {
+        free_state();
+        return fail("guest_error", "guest: the prelude is incomplete");
+    }
+    if (precompile(ctx, &console_script) < 0)
+        goto fail;
+    /* Start every call with the garbage of building collected. */
+    JS_RunGC(rt);
+    PROF("prelude_setup");
+    state.ready = 1;
+    return 0;
+fail:
+    {
+        int ret = fail_pending_raw(ctx);
+        free_state();
+        return ret;
+    }
 }
+
+/* The region of memory that holds the state, for the host's snapshot, starts at the end
+   of the shadow stack (the stack is first in memory and empty between calls). */
+extern unsigned char __global_base;
+
+EXPORT(libos_prepare) int32_t libos_prepare(void)
+{
+    interrupted = 0;
+    oom_hit = 0;
+    if (state.ready && !state.used)
+        return (int32_t)(uintptr_t)&__global_base;
+    if (state.ready)
+        free_state();
+    if (prepare() != 0)
+        return -1;
+    return (int32_t)(uintptr_t)&__global_base;
+}
+
+/* libos_run's flags */
+#define RUN_RESTORE 1 /* the host restores its snapshot before the next call */
 
 EXPORT(libos_run) int32_t libos_run(const char *src, int32_t src_len,
                                     const char *args, int32_t args_len,
-                                    int32_t mem_limit, int32_t stack_limit, int64_t seed)
+                                    int32_t mem_limit, int32_t stack_limit, int64_t seed,
+                                    int32_t flags)
 {
     Call c;
     size_t stack;
     int ret;
 
+    PROF("start");
     interrupted = 0;
     oom_hit = 0;
     alloc_since_poll = 0;
+    if (state.used)
+        /* the host promised a restore and did not make it: never run on a used state */
+        return fail("guest_error", "guest: the state of an earlier call was not restored");
+    if (!state.ready && prepare() != 0)
+        return STATUS_ERROR;
+    state.used = 1;
+
     memset(&c, 0, sizeof(c));
-    c.rt = JS_NewRuntime2(&rt_malloc_funcs, NULL);
-    if (!c.rt)
-        return fail("out_of_memory", "guest: no memory for a runtime");
+    c.rt = state.rt;
+    c.ctx = state.ctx;
+    c.libos = state.libos;
+    c.serialize = state.serialize;
+    c.describe = state.describe;
+    c.settle = state.settle;
     c.mem_limit = mem_limit > 0 ? (size_t)mem_limit : 0;
-    if (c.mem_limit)
-        JS_SetMemoryLimit(c.rt, c.mem_limit);
+    JS_SetMemoryLimit(c.rt, c.mem_limit ? c.mem_limit : (size_t)-1);
     stack = stack_limit > 0 ? (size_t)stack_limit : STACK_LIMIT_DEFAULT;
     if (stack > STACK_LIMIT_MAX)
         stack = STACK_LIMIT_MAX;
     if (stack < STACK_LIMIT_MIN)
         stack = STACK_LIMIT_MIN;
+    /* the stack's top is where this call's frames begin, not where prepare's did */
+    JS_UpdateStackTop(c.rt);
     JS_SetMaxStackSize(c.rt, stack);
-    JS_SetInterruptHandler(c.rt, interrupt_handler, NULL);
-    c.ctx = new_context(c.rt, (uint64_t)seed);
-    if (!c.ctx) {
-        JS_FreeRuntime(c.rt);
-        return fail("out_of_memory", "guest: no memory for a context");
-    }
+    JS_SetRandomSeed(c.ctx, (uint64_t)seed);
+
     current_ctx = c.ctx;
-    ret = run_call(&c, src, src_len, args, args_len);
+    ret = call_program(&c, src, src_len, args, args_len);
     current_ctx = NULL;
+    PROF("serialize");
     if (ret != STATUS_OK && oom_hit && !interrupted &&
         (output_has_code("js_error") || output_has_code("unsettled") || output_has_code("guest_error")))
         ret = fail("out_of_memory", "guest: out of memory (the memory limit was reached)");
-    /* An interrupted call's instance is never used again (ABI.md): freeing what a
-       runaway built, possibly gigabytes of objects, would only delay the answer. */
-    if (interrupted)
+    /* Restored by the host, or the instance of an interrupted call, which is never used
+       again: freeing what the call built, possibly gigabytes of objects, would only
+       delay the answer. */
+    if ((flags & RUN_RESTORE) || interrupted)
         return ret;
-    JS_FreeContext(c.ctx);
-    JS_FreeRuntime(c.rt);
+    free_state();
+    PROF("free");
     return ret;
 }
