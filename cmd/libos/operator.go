@@ -3,13 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -27,20 +24,8 @@ import (
 // The operator channel: while 'libos serve' holds a store, the operator commands
 // (approve, deny, grant, revoke, approvals, ps, events, candidates) reach its kernel
 // through a Unix socket that only the same user can connect to; without a server they
-// open the store themselves. The channel carries the kernel's operator API as JSON and adds nothing
-// to it.
-
-// operatorSocket is the socket of the server holding the store in dir: in the
-// temporary directory, named after the store's absolute path, so it never sits in
-// Pebble's directory and stays short enough for a socket path.
-func operatorSocket(dir string) string {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		abs = dir
-	}
-	sum := sha256.Sum256([]byte(abs))
-	return filepath.Join(os.TempDir(), "libos-"+hex.EncodeToString(sum[:8])+".sock")
-}
+// open the store themselves. The channel carries the kernel's operator API as JSON and
+// adds nothing to it. Where the socket lives and why a client may trust it: opsocket.go.
 
 // opRequest is one operator call over the socket.
 type opRequest struct {
@@ -88,18 +73,16 @@ func operate(ctx context.Context, k *engine.Kernel, r opRequest) (any, error) {
 	return nil, fmt.Errorf("unknown operator call %q", r.Op)
 }
 
-// serveOperator answers operator calls for k on the socket of dir until ctx ends.
-// A socket left by a server that died is replaced; one that answers is another
-// server's, which cannot be (the store is locked), so it is replaced too.
+// serveOperator answers operator calls for k on the socket of dir until stop is
+// called. The socket is private to the user (see listenOperator); when it cannot be,
+// the server runs without it and says why.
 func serveOperator(ctx context.Context, e *env, k *engine.Kernel, dir string) (stop func()) {
-	path := operatorSocket(dir)
-	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	ln, err := listenOperator(dir)
 	if err != nil {
-		e.log.Warn("no operator channel: approve, deny, grant and revoke will not reach this server", "socket", path, "err", err)
+		e.log.Warn("no operator channel: approve, deny, grant and revoke will not reach this server", "err", err)
 		return func() {}
 	}
-	_ = os.Chmod(path, 0o600)
+	e.log.Debug("operator channel", "socket", ln.path)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/op", func(w http.ResponseWriter, req *http.Request) {
 		var r opRequest
@@ -130,7 +113,7 @@ func serveOperator(ctx context.Context, e *env, k *engine.Kernel, dir string) (s
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
-		_ = os.Remove(path)
+		ln.remove()
 	}
 }
 
@@ -140,9 +123,12 @@ var errNoServer = errors.New("no server")
 // remoteOp sends r to the server holding the store in dir and decodes its answer
 // into out.
 func remoteOp(ctx context.Context, dir string, r opRequest, out any) error {
-	path := operatorSocket(dir)
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return errNoServer
+	path, err := findOperator(dir)
+	if errors.Is(err, errUnsafeOperatorSocket) {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%w; nothing was sent to it", err)}
+	}
+	if err != nil {
+		return err
 	}
 	client := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

@@ -27,7 +27,7 @@ func TestOperatorLive(t *testing.T) {
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	c := newClient(t, ctx, &mcp.CommandTransport{Command: cmd})
-	pid := spawnedPID(t, stderr.String())
+	pid := spawnedPID(t, stderr)
 
 	pending := func() string {
 		t.Helper()

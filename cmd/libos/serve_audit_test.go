@@ -23,7 +23,7 @@ func TestAuditSIGTERMWithACallInFlight(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "store")
 	url, cmd, stderr := startHTTP(t, "--data", data)
 	c := newClient(t, ctx, &mcp.StreamableClientTransport{Endpoint: url})
-	pid := spawnedPID(t, stderr.String())
+	pid := spawnedPID(t, stderr)
 
 	// A tool that runs for a while on the host clock (tests: [] so that validation,
 	// whose clock is fixed, only compiles it).

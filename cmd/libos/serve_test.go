@@ -166,8 +166,8 @@ func TestServeStdio(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "store")
 	cmd := exec.Command(libosBin, "serve", "--data", data)
 	cmd.Env = testEnv(t)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	c := newClient(t, ctx, &mcp.CommandTransport{Command: cmd})
 	checkEchoPath(t, ctx, c)
 	if err := c.cs.Close(); err != nil {
@@ -178,7 +178,7 @@ func TestServeStdio(t *testing.T) {
 		t.Fatalf("serve did not exit 0 after stdin closed: %v\n%s", cmd.ProcessState, stderr.String())
 	}
 	// Everything acknowledged is in the store, and the log verifies.
-	pid := spawnedPID(t, stderr.String())
+	pid := spawnedPID(t, stderr)
 	r := libos(t, "", "events", pid, "--verify", "--data", data)
 	if r.code != 0 || strings.Count(r.stdout, "tool_result") != 2 || !strings.Contains(r.stderr, "hash chain intact") {
 		t.Fatalf("events --verify: %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -187,13 +187,32 @@ func TestServeStdio(t *testing.T) {
 
 var pidRE = regexp.MustCompile(`pid=(pid_[0-9a-f]{32})`)
 
-func spawnedPID(t *testing.T, log string) string {
+// spawnedPID is the PID serve logs on stderr. os/exec copies a child's stderr in a
+// goroutine of its own, so the line may reach buf some time after the server answers
+// on stdout: wait for it (up to 10 s) instead of reading buf once.
+func spawnedPID(t *testing.T, buf *syncBuffer) string {
 	t.Helper()
-	m := pidRE.FindStringSubmatch(log)
-	if m == nil {
-		t.Fatalf("no pid in the log:\n%s", log)
+	m, ok := buf.waitFor(pidRE, 10*time.Second)
+	if !ok {
+		t.Fatalf("no pid in the log:\n%s", buf.String())
 	}
 	return m[1]
+}
+
+// TestSpawnedPIDWaitsForTheLine: the PID line may reach the buffer after the test
+// asks for it (os/exec copies stderr in its own goroutine); spawnedPID must wait for
+// it rather than read what is there at that instant.
+func TestSpawnedPIDWaitsForTheLine(t *testing.T) {
+	buf := &syncBuffer{}
+	const pid = "pid_0123456789abcdef0123456789abcdef"
+	go func() {
+		_, _ = buf.Write([]byte("time=... level=INFO msg=\"starting\"\n"))
+		<-time.After(100 * time.Millisecond)
+		_, _ = buf.Write([]byte("time=... level=INFO msg=\"spawned a process\" pid=" + pid + "\n"))
+	}()
+	if got := spawnedPID(t, buf); got != pid {
+		t.Fatalf("spawnedPID = %s, want %s", got, pid)
+	}
 }
 
 // startHTTP starts 'libos serve --http 127.0.0.1:0' and returns its URL once it listens.
@@ -231,15 +250,46 @@ func startHTTP(t *testing.T, args ...string) (url string, cmd *exec.Cmd, stderr 
 	return url, cmd, stderr
 }
 
+// syncBuffer collects a child's output while the child runs; waitFor blocks until a
+// pattern appears in it.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu      sync.Mutex
+	b       strings.Builder
+	written chan struct{} // closed and replaced on every write
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.written != nil {
+		close(s.written)
+		s.written = nil
+	}
 	return s.b.Write(p)
+}
+
+// waitFor returns the first match of re in the buffer, waiting up to timeout for it
+// to be written.
+func (s *syncBuffer) waitFor(re *regexp.Regexp, timeout time.Duration) ([]string, bool) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		m := re.FindStringSubmatch(s.b.String())
+		if s.written == nil {
+			s.written = make(chan struct{})
+		}
+		written := s.written
+		s.mu.Unlock()
+		if m != nil {
+			return m, true
+		}
+		select {
+		case <-written:
+		case <-deadline.C:
+			return nil, false
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {
@@ -264,7 +314,7 @@ func TestServeHTTP(t *testing.T) {
 		t.Fatalf("serve --http after SIGTERM: %v\n%s", err, stderr.String())
 	}
 	_ = c.cs.Close()
-	pid := spawnedPID(t, stderr.String())
+	pid := spawnedPID(t, stderr)
 	r := libos(t, "", "events", pid, "--verify", "--data", data)
 	if r.code != 0 || strings.Count(r.stdout, "tool_result") != 2 || strings.Count(r.stdout, "protocol_rejected") != 4 {
 		t.Fatalf("events --verify: %d\n%s\n%s", r.code, r.stdout, r.stderr)

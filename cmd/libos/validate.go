@@ -41,10 +41,12 @@ sandbox with its syscall tape. A directory stands for every *.json file in it, i
 order. No store is needed.
 
 The report is like 'go test': one line per test, each diagnostic as
-FILE:LINE:COLUMN (positions in the candidate's source_code), and a closing line
-"N passed, N failed" counting candidates. --json prints the full structured result
-instead; --junit FILE also writes JUnit XML for CI systems. The output is identical on
-every run.
+"FILE: source_code:LINE:COLUMN: error: CODE: message" (the line and column count in the
+candidate's source_code string, the TypeScript program, not in the JSON file), and a
+closing line "N passed, N failed" counting candidates. --json prints the full
+structured result instead, where "line" and "column" (1-based) are likewise positions
+in source_code; --junit FILE also writes JUnit XML for CI systems. The output is
+identical on every run.
 
 With --store DIR, each candidate is also proposed and validated by a fresh process in
 that store, through the real tools, so the evidence is durable and auditable
@@ -269,15 +271,15 @@ func codeOf(err error) string {
 	return "invalid_request"
 }
 
-// position renders a diagnostic's place: FILE:LINE:COLUMN when it points into the
-// source, FILE otherwise, with the test, tape entry and path it concerns.
+// position renders a diagnostic's place. A diagnostic's line and column count in the
+// candidate's source_code (the TypeScript program), not in the JSON file that holds it,
+// so they are printed after the field's name: "FILE: source_code:LINE:COLUMN". A
+// diagnostic with no position is placed at FILE.
 func position(file string, d tools.Diagnostic) string {
-	var b strings.Builder
-	b.WriteString(file)
 	if d.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", d.Line, d.Column)
+		return fmt.Sprintf("%s: source_code:%d:%d", file, d.Line, d.Column)
 	}
-	return b.String()
+	return file
 }
 
 func where(d tools.Diagnostic) string {

@@ -12,12 +12,13 @@ import (
 	"testing"
 )
 
-// candidateFiles are testdata/candidates/*.json without verdicts.json, relative to
-// the repository root (the binary runs there, so reports name files as a user would).
+// candidateFiles are the candidates testdata/candidate_verdicts.json names, relative
+// to the repository root (the binary runs there, so reports name files as a user
+// would).
 func candidateFiles(t *testing.T) ([]string, map[string]verdict) {
 	t.Helper()
 	root := repoRoot(t)
-	b, err := os.ReadFile(filepath.Join(root, "testdata", "candidates", "verdicts.json"))
+	b, err := os.ReadFile(filepath.Join(root, "testdata", "candidate_verdicts.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ type jsonReport struct {
 
 // TestValidateCandidates: "runs propose-time checks + validation exactly as
 // validate_jit_tool does" — every candidate of testdata/candidates gets the verdict
-// and the code verdicts.json records, in the JSON, text and JUnit outputs, and the
+// and the code testdata/candidate_verdicts.json records, in the JSON, text and JUnit outputs, and the
 // output is "identical on every run".
 func TestValidateCandidates(t *testing.T) {
 	root := repoRoot(t)
@@ -129,8 +130,21 @@ func TestValidateCandidates(t *testing.T) {
 	if !strings.HasSuffix(text.stdout, closing) {
 		t.Errorf("the report does not end with %q:\n%s", closing, tail(text.stdout))
 	}
-	if !regexp.MustCompile(`(?m)^testdata/candidates/bad_syntax\.json:\d+:\d+: error: syntax_error: `).MatchString(text.stdout) {
-		t.Errorf("no file:line:column diagnostic for bad_syntax.json:\n%s", text.stdout)
+	// Positions are in the candidate's source_code, and say so: "file.json:2:19" would
+	// send the reader to line 2 of the JSON file, which is something else.
+	m := regexp.MustCompile(`(?m)^testdata/candidates/bad_syntax\.json: source_code:(\d+):(\d+): error: syntax_error: `).FindStringSubmatch(text.stdout)
+	if m == nil {
+		t.Errorf("no \"file: source_code:line:column\" diagnostic for bad_syntax.json:\n%s", text.stdout)
+	} else {
+		// The JSON report carries the same position as numbers.
+		for _, c := range rep.Candidates {
+			if c.Name == "bad_syntax" && (len(c.Errors) == 0 || fmt.Sprint(c.Errors[0].Line) != m[1] || fmt.Sprint(c.Errors[0].Column) != m[2]) {
+				t.Errorf("text position %s:%s, JSON errors %+v", m[1], m[2], c.Errors)
+			}
+		}
+	}
+	if bare := regexp.MustCompile(`(?m)\.json:\d+:\d+`).FindString(text.stdout); bare != "" {
+		t.Errorf("a position printed as a place in the JSON file: %q", bare)
 	}
 	if !strings.Contains(text.stdout, "--- PASS: clock_now/test_0\n") || !strings.Contains(text.stdout, "--- FAIL: clock_leftover/test_0\n") {
 		t.Errorf("no per-test lines:\n%s", text.stdout)
@@ -144,6 +158,12 @@ func TestValidateCandidates(t *testing.T) {
 	var ju junitSuites
 	if err := xml.Unmarshal(b, &ju); err != nil {
 		t.Fatalf("JUnit XML does not parse: %v", err)
+	}
+	if !regexp.MustCompile(`testdata/candidates/bad_syntax\.json: source_code:\d+:\d+: error: syntax_error: `).Match(b) {
+		t.Errorf("the JUnit report has no \"file: source_code:line:column\" diagnostic for bad_syntax.json")
+	}
+	if bare := regexp.MustCompile(`\.json:\d+:\d+`).Find(b); bare != nil {
+		t.Errorf("the JUnit report prints a position as a place in the JSON file: %q", bare)
 	}
 	if len(ju.Suites) != len(files) {
 		t.Fatalf("%d suites, want %d", len(ju.Suites), len(files))
@@ -166,6 +186,14 @@ func TestValidateCandidates(t *testing.T) {
 	}
 	if text2 := libosIn(t, root, append([]string{"validate"}, files...)...); text2.stdout != text.stdout {
 		t.Errorf("text output differs between two runs:\n%s", firstDiff(text.stdout, text2.stdout))
+	}
+
+	// "a directory means every *.json in it": the directory holds the candidates and
+	// nothing else, so validating it reports exactly what the file list reports, with
+	// no spurious failure from a file that is not a candidate.
+	dirRun := libosIn(t, root, "validate", "--json", filepath.Join("testdata", "candidates"))
+	if dirRun.stdout != jsonRun.stdout {
+		t.Errorf("validating the directory differs from validating its candidates:\n%s", firstDiff(jsonRun.stdout, dirRun.stdout))
 	}
 }
 

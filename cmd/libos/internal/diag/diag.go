@@ -1,12 +1,3 @@
-// Package diag runs the protocol diagnostic of the tool-protocol-diagnostics Skill
-// against a process, from the outside, the way a model would: it sends provider
-// frames through the kernel's model path (HandleFrame) and reads the evidence back
-// from the process's event log.
-//
-// It owns the sentinel, the semantic comparison of what echo returned with what was
-// sent, and the report. It must not check arguments or results itself: every decision
-// about a call (normalisation, projection, schema, limits) is the kernel's, and the
-// report only records what the kernel did.
 package diag
 
 import (

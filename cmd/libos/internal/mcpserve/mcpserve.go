@@ -1,18 +1,3 @@
-// Package mcpserve serves one libOS process over the Model Context Protocol with the
-// official Go SDK.
-//
-// It owns only the translation between MCP and the kernel: tools/list is the
-// process's projection as the engine renders it for MCP, tools/call hands the call to
-// the engine's adapter and pipeline as a frame, and results and errors are mapped to
-// MCP's shapes. It must not check, validate or reshape arguments: the adapter sees
-// every call, including names the SDK would not know (hidden JIT names, names with
-// surrounding white space, a missing name with a legacy action).
-//
-// Data flow: the SDK decodes the JSON-RPC envelope; a receiving middleware takes every
-// tools/call before the SDK's own lookup and builds the frame {"name", "arguments"}
-// from the name and the raw, undecoded arguments bytes. The SDK's tool registry is a
-// mirror of the projection, refreshed when the kernel reports a change, so the SDK
-// answers tools/list from it and sends notifications/tools/list_changed.
 package mcpserve
 
 import (

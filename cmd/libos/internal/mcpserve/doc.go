@@ -1,0 +1,23 @@
+// Package mcpserve serves one libOS process over the Model Context Protocol with the
+// official Go SDK.
+//
+// What it owns: only the translation between MCP and the kernel. tools/list is the
+// process's projection as the engine renders it for MCP; tools/call hands the call to
+// the engine's adapter and pipeline as a frame; results and errors are mapped to MCP's
+// shapes (structuredContent and text content; isError results with the typed error
+// under _meta["libos/error"]; JSON-RPC errors for protocol-frame failures and for
+// failures of the server itself).
+//
+// What it must not touch: it never checks, validates or reshapes arguments, and never
+// writes to the store. The adapter sees every call, including names the SDK would not
+// know (hidden JIT names, names with surrounding white space, a missing name with a
+// legacy action), so that every decision about a call is the kernel's and reaches the
+// audit log.
+//
+// Data: the SDK decodes the JSON-RPC envelope; a receiving middleware takes every
+// tools/call before the SDK's own lookup and builds the frame {"name", "arguments"}
+// from the name and the raw, undecoded arguments bytes, for engine.Kernel.HandleFrame.
+// The SDK's tool registry is a mirror of the projection, refreshed when the kernel
+// reports a change (engine.Kernel.OnToolsChanged), so the SDK answers tools/list from
+// it and sends notifications/tools/list_changed.
+package mcpserve
