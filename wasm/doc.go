@@ -12,8 +12,10 @@
 //
 // Data flow: the caller (engine, or the validator in tools) hands Engine.Run a program
 // (JavaScript from jsbundle that defines run), its JSON arguments, a Syscaller and
-// Options (limits, clock, seed). The program runs in a fresh JavaScript runtime and
-// context on a pooled instance; each libos.syscall goes out through the Syscaller and its
+// Options (limits, clock, seed). The program runs on a pooled instance, in a JavaScript
+// runtime and context that no earlier call touched: the Engine snapshots the guest's
+// memory once the prelude is installed, makes every instance from that snapshot and
+// restores it after every call. Each libos.syscall goes out through the Syscaller and its
 // JSON result comes back into the guest. Run returns the JSON value byte for byte as the
 // guest wrote it, the console lines and stats, or an *Error with a stable code. Nothing
 // is persisted here: recording what ran is the caller's job.
@@ -21,4 +23,7 @@
 // The host survives every guest failure: a trap, a hard memory cap, a panic in a host
 // function or in the Syscaller end only that call (and discard its instance); the next
 // call on the Engine runs normally. The guest ABI is specified in guest/ABI.md.
+//
+// internal/linmem backs each instance's linear memory with address space reserved for the
+// whole cap, so that growing it never copies it.
 package wasm
