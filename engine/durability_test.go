@@ -99,9 +99,9 @@ func openKernel(t *testing.T, fs vfs.FS) (*store.Store, *engine.Kernel) {
 // pipeline on a crashable file system, which is cloned at every write operation; each
 // clone is checked with the store alone and then reopened by a kernel.
 func TestCrashThroughThePipeline(t *testing.T) {
-	calls, k := 48, 1
+	calls := 48
 	if testing.Short() || raceEnabled {
-		calls, k = 10, 2
+		calls = 16
 	}
 	for _, pct := range []int{0, 50} {
 		t.Run(fmt.Sprintf("unsynced=%d%%", pct), func(t *testing.T) {
@@ -115,9 +115,10 @@ func TestCrashThroughThePipeline(t *testing.T) {
 				armed  atomic.Bool
 			)
 			fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
-				if !armed.Load() || op.Kind.ReadOrWrite() != errorfs.OpIsWrite || writes.Add(1)%int64(k) != 0 {
+				if !armed.Load() || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
 					return nil
 				}
+				writes.Add(1)
 				mu.Lock()
 				defer mu.Unlock()
 				cfg := vfs.CrashCloneCfg{UnsyncedDataPercent: pct}
@@ -170,8 +171,9 @@ func TestCrashThroughThePipeline(t *testing.T) {
 			for _, p := range points {
 				unknown += checkPipelineCrash(t, p, pid, calls)
 			}
-			if len(points) < calls {
-				t.Fatalf("only %d crash points for %d calls", len(points), calls)
+			// Each call's settlement is synced; concurrent ones may share a write.
+			if len(points) < calls/2 {
+				t.Fatalf("only %d crash points (%d write operations) for %d calls", len(points), writes.Load(), calls)
 			}
 			if unknown == 0 {
 				t.Fatalf("no crash point left a call open: the workload never crashed inside a call")
