@@ -122,16 +122,16 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	defer stopOperator()
 
 	if f.http != "" {
-		return serveHTTP(ctx, e, sys, bridge.MCP(), f.http)
+		return serveHTTP(ctx, e, sys, bridge, f.http)
 	}
-	return serveStdio(ctx, e, sys, bridge.MCP())
+	return serveStdio(ctx, e, sys, bridge)
 }
 
 // serveStdio runs the protocol on stdin/stdout until the client closes stdin or a
 // signal arrives. On a signal, the kernel stops taking calls and waits for the calls in
 // flight to settle while the connection is still open, so their answers reach the
 // client; then the connection closes.
-func serveStdio(ctx context.Context, e *env, sys *system, srv *mcp.Server) error {
+func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserve.Server) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	go func() {
@@ -143,7 +143,7 @@ func serveStdio(ctx context.Context, e *env, sys *system, srv *mcp.Server) error
 		case <-runCtx.Done():
 		}
 	}()
-	err := srv.Run(runCtx, &mcp.StdioTransport{})
+	err := bridge.MCP().Run(runCtx, bridge.Transport(e.stdin, e.stdout))
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, mcp.ErrConnectionClosed) {
 		return &exitError{code: exitUsage, err: fmt.Errorf("serve: %w", err)}
 	}
@@ -153,12 +153,13 @@ func serveStdio(ctx context.Context, e *env, sys *system, srv *mcp.Server) error
 
 // serveHTTP serves streamable HTTP on addr until a signal arrives, then stops
 // accepting connections, lets calls in flight settle and closes.
-func serveHTTP(ctx context.Context, e *env, sys *system, srv *mcp.Server, addr string) error {
+func serveHTTP(ctx context.Context, e *env, sys *system, bridge *mcpserve.Server, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return usageErr("--http %s: %v", addr, err)
 	}
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: e.log})
+	srv := bridge.MCP()
+	handler := bridge.Handler(&mcp.StreamableHTTPOptions{Logger: e.log})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
 	mux.Handle("/", handler)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -432,4 +433,98 @@ func TestServeJIT(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestServeParamsKeys: "the adapter rejects unknown frame keys", and a tools/call's
+// params are part of the frame: params keys other than name, arguments and _meta are a
+// protocol-frame failure (a JSON-RPC error with code protocol_frame) and a
+// protocol_rejected event, over stdio and over HTTP, not a call with the key dropped.
+func TestServeParamsKeys(t *testing.T) {
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	const initialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+	const bogus = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{},"bogus":1}}`
+	type answer struct {
+		ID    int `json:"id"`
+		Error *struct {
+			Code int             `json:"code"`
+			Data json.RawMessage `json:"data"`
+		} `json:"error"`
+	}
+	check := func(t *testing.T, a answer, data, pid string) {
+		t.Helper()
+		if a.Error == nil || a.Error.Code != int(jsonrpc.CodeInvalidParams) || !strings.Contains(string(a.Error.Data), `"code":"protocol_frame"`) || !strings.Contains(string(a.Error.Data), "bogus") {
+			t.Errorf("tools/call with an unknown params key: %+v", a)
+		}
+		r := libos(t, "", "events", pid, "--verify", "--data", data)
+		if r.code != 0 || strings.Count(r.stdout, "protocol_rejected") != 1 || strings.Contains(r.stdout, "tool_called") {
+			t.Errorf("events --verify: %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	}
+
+	t.Run("stdio", func(t *testing.T) {
+		data := filepath.Join(t.TempDir(), "store")
+		cmd := exec.Command(libosBin, "serve", "--data", data)
+		cmd.Env = testEnv(t)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Raw lines, as a client that sends keys the Go SDK's client cannot would.
+		_, _ = io.WriteString(stdin, initialize+"\n"+initialized+"\n"+bogus+"\n")
+		var a answer
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var x answer
+			if json.Unmarshal(sc.Bytes(), &x) == nil && x.ID == 2 {
+				a = x
+				break
+			}
+		}
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("serve: %v\n%s", err, stderr.String())
+		}
+		check(t, a, data, spawnedPID(t, stderr))
+	})
+
+	t.Run("http", func(t *testing.T) {
+		data := filepath.Join(t.TempDir(), "store")
+		url, cmd, stderr := startHTTP(t, "--data", data)
+		session := ""
+		post := func(msg string) []byte {
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(msg))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+			if session != "" {
+				req.Header.Set("Mcp-Session-Id", session)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+				session = id
+			}
+			b, _ := io.ReadAll(resp.Body)
+			return b
+		}
+		post(initialize)
+		post(initialized)
+		body := post(bogus)
+		// The answer comes as one server-sent event: "data: {...}".
+		var a answer
+		for _, line := range strings.Split(string(body), "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				_ = json.Unmarshal([]byte(d), &a)
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		check(t, a, data, spawnedPID(t, stderr))
+	})
 }

@@ -14,9 +14,15 @@
 // legacy action), so that every decision about a call is the kernel's and reaches the
 // audit log.
 //
-// Data: the SDK decodes the JSON-RPC envelope; a receiving middleware takes every
-// tools/call before the SDK's own lookup and builds the frame {"name", "arguments"}
-// from the name and the raw, undecoded arguments bytes, for engine.Kernel.HandleFrame.
+// Data: JSON-RPC messages arrive on the stdio transport (Transport) or the streamable
+// HTTP handler (Handler), which look at each tools/call before the SDK decodes it:
+// params with a key other than name, arguments and _meta, or a key twice, would lose
+// those keys in the SDK's decoding, so they are passed on raw and become the frame
+// {"method":"tools/call","params":<params as sent>}, which the adapter refuses
+// (protocol_frame, recorded as protocol_rejected). The SDK decodes the rest; a
+// receiving middleware takes every tools/call before the SDK's own lookup and builds
+// the frame {"name", "arguments"} from the name and the raw, undecoded arguments bytes,
+// for engine.Kernel.HandleFrame.
 // The SDK's tool registry is a mirror of the projection, refreshed when the kernel
 // reports a change (engine.Kernel.OnToolsChanged), so the SDK answers tools/list from
 // it and sends notifications/tools/list_changed.
