@@ -8,10 +8,12 @@
 // command, slog logs on stderr), the translation between MCP and the kernel
 // (internal/mcpserve, on the official Go SDK), the report formats of 'libos validate'
 // (text, JSON, JUnit XML), the echo diagnostic as a model would run it
-// (internal/diag), the demo script, and the operator channel: a Unix socket, private
-// to the user, on which a running 'libos serve' answers the kernel's operator calls
-// (approvals, grants, process lists, event logs) for the other commands, since the
-// store admits one process at a time.
+// (internal/diag), the demo script, the choice of the process 'libos serve' serves
+// (the store's one live process of the image, else a new one), and the operator
+// channel: a Unix socket in a directory private to the user (opsocket.go), on which a
+// running 'libos serve' answers the kernel's operator calls (approvals, grants, process
+// lists, event logs) for the other commands, since the store admits one process at a
+// time.
 //
 // What it must not touch: arguments and results are never checked or reshaped here
 // (the adapter sees every MCP tool call as a frame), and nothing is written to the

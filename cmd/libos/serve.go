@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/agentlibos/libos/cmd/libos/internal/mcpserve"
+	"github.com/agentlibos/libos/engine"
 )
 
 type serveFlags struct {
@@ -19,6 +21,7 @@ type serveFlags struct {
 	projection string
 	http       string
 	pid        string
+	fresh      bool
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -26,8 +29,16 @@ func newServeCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve a process over the Model Context Protocol (stdio or streamable HTTP)",
-		Long: `serve spawns a process (or, with --pid, serves one the store already holds) and serves
-it over the Model Context Protocol: stdio by default, streamable HTTP with --http.
+		Long: `serve serves one process of the store over the Model Context Protocol: stdio by
+default, streamable HTTP with --http.
+
+Which process: with --pid, that one. Otherwise, when the store holds exactly one live
+process spawned from the image (the embedded one, or --image; same digest, projection
+included), serve serves it again, rehydrated: its registered JIT tools, capabilities,
+active Skills and event log carry on, so a client that restarts the server finds its
+tools where it left them. When the store holds none, serve spawns one. When it holds
+several, serve names them and stops: choose one with --pid, or pass --new. --new always
+spawns a fresh process.
 
 tools/list is the process's projection (direct: every tool, JIT tools included;
 multiplexed: the process tools plus run_jit_tool). tools/call goes through the libOS's
@@ -46,8 +57,9 @@ the store closes. The PID is logged on stderr; stdout belongs to the protocol.`,
   # streamable HTTP on localhost, multiplexed projection, a separate store
   libos serve --http 127.0.0.1:8765 --projection multiplexed --data ./agent-store
 
-  # serve again a process that an earlier serve spawned
-  libos serve --pid pid_0123...`,
+  # serve a given process of the store, or always a fresh one
+  libos serve --pid pid_0123...
+  libos serve --new`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return serve(cmd.Context(), e, f)
@@ -57,11 +69,13 @@ the store closes. The PID is logged on stderr; stdout belongs to the protocol.`,
 	fl.StringVar(&f.image, "image", "", "image manifest (YAML or JSON) to spawn the process from (default: the embedded image; see 'libos images')")
 	fl.StringVar(&f.projection, "projection", "", "how tools are shown to the model: direct or multiplexed (default: the image's)")
 	fl.StringVar(&f.http, "http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio")
-	fl.StringVar(&f.pid, "pid", "", "serve this existing process instead of spawning one")
+	fl.StringVar(&f.pid, "pid", "", "serve this process of the store")
+	fl.BoolVar(&f.fresh, "new", false, "spawn a new process even when the store holds one of this image")
 	_ = c.RegisterFlagCompletionFunc("projection", cobra.FixedCompletions([]string{"direct", "multiplexed"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.MarkFlagFilename("image", "json", "yaml", "yml")
 	c.MarkFlagsMutuallyExclusive("pid", "image")
 	c.MarkFlagsMutuallyExclusive("pid", "projection")
+	c.MarkFlagsMutuallyExclusive("pid", "new")
 	return c
 }
 
@@ -71,8 +85,9 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return err
 	}
 	// The image is checked before the store is touched: a bad manifest changes nothing.
+	var img *engine.Image
 	if f.pid == "" {
-		if _, err := loadImage(f.image, proj); err != nil {
+		if img, err = loadImage(f.image, proj); err != nil {
 			return err
 		}
 	}
@@ -87,6 +102,19 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	}()
 
 	pid := f.pid
+	if pid == "" && !f.fresh {
+		if pid, err = processOf(sys.k, img); err != nil {
+			return err
+		}
+		if pid != "" {
+			info, _ := sys.k.Process(pid)
+			proj = info.Projection
+			e.log.Info("serving the store's process of this image again", "pid", pid, "projection", proj, "state", info.State, "store", sys.dir)
+			if info.State == engine.StatePaused {
+				e.log.Warn("the process is paused: every call is refused until it is resumed", "pid", pid)
+			}
+		}
+	}
 	if pid == "" {
 		pid, err = sys.spawnImage(ctx, f.image, proj)
 		if err != nil {
@@ -95,7 +123,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		info, _ := sys.k.Process(pid)
 		proj = info.Projection
 		e.log.Info("spawned a process", "pid", pid, "projection", proj, "store", sys.dir)
-	} else {
+	} else if f.pid != "" {
 		info, err := sys.k.Process(pid)
 		if err != nil {
 			return usageErr("--pid %s: %v (list processes with 'libos ps')", pid, err)
@@ -125,6 +153,36 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return serveHTTP(ctx, e, sys, bridge, f.http)
 	}
 	return serveStdio(ctx, e, sys, bridge)
+}
+
+// processOf is the one live process of the store spawned from img, "" when there is
+// none, and a usage error naming them when there are several. A process matches when
+// it was spawned (not forked) from an image with img's digest as a spawn records it:
+// the same manifest, Skills and limits, and the same projection.
+func processOf(k *engine.Kernel, img *engine.Image) (string, error) {
+	want := *img
+	if want.Projection == "" {
+		want.Projection = engine.Direct // what a spawn records for an image without one
+	}
+	digest := want.Digest()
+	procs, err := k.ListProcesses()
+	if err != nil {
+		return "", usageErr("serve: %v", err)
+	}
+	var found []string
+	for _, p := range procs {
+		if p.State != engine.StateKilled && p.Parent == "" && p.ImageDigest == digest {
+			found = append(found, p.PID)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", nil
+	case 1:
+		return found[0], nil
+	}
+	return "", usageErr("serve: the store holds %d live processes of image %s %s (%s): serve one with --pid PID, or spawn another with --new (list them with 'libos ps')",
+		len(found), img.Name, img.Version, strings.Join(found, ", "))
 }
 
 // serveStdio runs the protocol on stdin/stdout until the client closes stdin or a

@@ -528,3 +528,69 @@ func TestServeParamsKeys(t *testing.T) {
 		check(t, a, data, spawnedPID(t, stderr))
 	})
 }
+
+// TestServeReusesTheProcess: "if the store holds exactly one live process spawned from
+// the same image, serve it (rehydrated, JIT tools back); --new forces a fresh process".
+// A client that restarts the server finds its JIT tool; several candidates are named
+// and refused rather than guessed.
+func TestServeReusesTheProcess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	data := filepath.Join(t.TempDir(), "store")
+	// session runs one 'libos serve' over stdio with args, gives the client to fn and
+	// returns the PID served.
+	session := func(fn func(c *mcpClient), args ...string) string {
+		t.Helper()
+		cmd := exec.Command(libosBin, append([]string{"serve", "--data", data}, args...)...)
+		cmd.Env = testEnv(t)
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
+		c := newClient(t, ctx, &mcp.CommandTransport{Command: cmd})
+		fn(c)
+		_ = c.cs.Close()
+		if cmd.ProcessState == nil || !cmd.ProcessState.Success() {
+			t.Fatalf("serve %v: %v\n%s", args, cmd.ProcessState, stderr.String())
+		}
+		return spawnedPID(t, stderr)
+	}
+
+	first := session(func(c *mcpClient) { checkJIT(t, ctx, c, "direct") })
+	again := session(func(c *mcpClient) {
+		if names := c.toolNames(t, ctx); !contains(names, "clock_now") {
+			t.Errorf("after a restart the tool list is %v: the JIT tool is gone", names)
+		}
+		res, err := c.call(ctx, "clock_now", `{"timezone":"UTC"}`)
+		if err != nil || res.IsError {
+			t.Errorf("clock_now after a restart: %v %+v", err, res)
+		}
+	})
+	if again != first {
+		t.Fatalf("a restarted serve served %s, not the store's one process %s", again, first)
+	}
+	if r := libos(t, "", "events", first, "--data", data); !strings.Contains(r.stdout, `"change":"rehydrated"`) {
+		t.Errorf("no rehydration of the JIT tool in the reused process's log:\n%s", r.stdout)
+	}
+
+	fresh := session(func(c *mcpClient) {
+		if names := c.toolNames(t, ctx); contains(names, "clock_now") {
+			t.Errorf("a --new process lists %v", names)
+		}
+	}, "--new")
+	if fresh == first {
+		t.Fatal("--new served the existing process")
+	}
+
+	// Two live processes of the image: serve names both and stops.
+	r := libos(t, "", "serve", "--data", data)
+	if r.code != exitUsage || !strings.Contains(r.stderr, first) || !strings.Contains(r.stderr, fresh) || !strings.Contains(r.stderr, "--pid") || !strings.Contains(r.stderr, "--new") {
+		t.Errorf("serve with two candidates: exit %d\n%s", r.code, r.stderr)
+	}
+	// Another projection is another image: not a candidate.
+	other := session(func(*mcpClient) {}, "--projection", "multiplexed")
+	if other == first || other == fresh {
+		t.Errorf("serve --projection multiplexed served the direct process %s", other)
+	}
+	if r := libos(t, "", "serve", "--data", data, "--pid", first, "--new"); r.code != exitUsage {
+		t.Errorf("--pid with --new: exit %d %s", r.code, r.stderr)
+	}
+}

@@ -75,8 +75,8 @@ func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
 
 // openSystem opens the store in dir and the kernel on it with every built-in tool.
 // The kernel restores the store's processes; in readWrite mode their registered JIT
-// tools are installed again too (recorded as jit_rehydrated events), so that calls
-// can reach them.
+// tools are installed again too (recorded as tools_changed events with change
+// "rehydrated"), so that calls can reach them.
 func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, error) {
 	sb, err := newSandbox(ctx, e)
 	if err != nil {
