@@ -68,15 +68,10 @@ func rewriteMessage(msg []byte, rawKey string) ([]byte, bool) {
 }
 
 func rewriteRequest(msg []byte, rawKey string) ([]byte, bool) {
-	var env map[string]json.RawMessage
-	if json.Unmarshal(msg, &env) != nil {
+	method, params, ok := envelope(msg)
+	if !ok || method != "tools/call" {
 		return msg, false
 	}
-	var method string
-	if json.Unmarshal(env["method"], &method) != nil || method != "tools/call" {
-		return msg, false
-	}
-	params := env["params"]
 	keys, ok := objectKeys(params)
 	if !ok || plainParams(keys) {
 		// Not an object (the SDK refuses it), or exactly what the SDK decodes whole.
@@ -102,6 +97,10 @@ func rewriteRequest(msg []byte, rawKey string) ([]byte, bool) {
 	if err != nil {
 		return msg, false
 	}
+	var env map[string]json.RawMessage
+	if json.Unmarshal(msg, &env) != nil {
+		return msg, false
+	}
 	env["params"] = np
 	out, err := json.Marshal(env)
 	if err != nil {
@@ -124,6 +123,34 @@ func plainParams(keys []string) bool {
 		seen[k] = true
 	}
 	return true
+}
+
+// envelope reads the method and params of a JSON-RPC message as the SDK does: keys
+// matched exactly (encoding/json's struct decoding would fold case), the last of a
+// duplicated key winning.
+func envelope(msg []byte) (method string, params json.RawMessage, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", nil, false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", nil, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "", nil, false
+		}
+		switch t {
+		case "method":
+			method = ""
+			_ = json.Unmarshal(v, &method)
+		case "params":
+			params = v
+		}
+	}
+	return method, params, true
 }
 
 // objectKeys lists the keys of the JSON object b in order, duplicates included.
