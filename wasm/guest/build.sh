@@ -48,7 +48,8 @@ cflags=(
 	-Wno-enum-conversion -Wno-implicit-const-int-float-conversion
 	-ffunction-sections -fdata-sections
 )
-# Extra flags for experiments (e.g. GUEST_CFLAGS=-DLIBOS_PROFILE); the product uses none.
+# Extra flags for experiments (e.g. GUEST_CFLAGS=-DLIBOS_PROFILE, or -flto in both
+# GUEST_CFLAGS and GUEST_LDFLAGS); the product uses none.
 read -r -a extra_cflags <<< "${GUEST_CFLAGS:-}"
 cflags+=("${extra_cflags[@]}")
 
@@ -76,6 +77,8 @@ ldflags=(
 	-Wl,-z,stack-size=1048576 -Wl,--stack-first -Wl,--initial-memory=2097152
 )
 for e in "${exports[@]}"; do ldflags+=("-Wl,--export=$e"); done
+read -r -a extra_ldflags <<< "${GUEST_LDFLAGS:-}"
+ldflags+=("${extra_ldflags[@]}")
 
 mkdir -p "$(dirname "$out")"
 "$cc" "${ldflags[@]}" -o "$out.tmp" "$work"/obj/*.o -lc-printscan-long-double -lm \
