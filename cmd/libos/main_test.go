@@ -77,11 +77,13 @@ func libosAt(t *testing.T, dir, stdin string, args ...string) result {
 }
 
 // testEnv is the environment of a libos child: LIBOS_DATA points into the test's
-// temporary directory and the compilation cache into the test binary's.
+// temporary directory and the compilation cache into the test binary's; without
+// XDG_RUNTIME_DIR, operator sockets go beside the test's stores, not into the user's
+// runtime directory.
 func testEnv(t *testing.T) []string {
 	env := []string{"LIBOS_DATA=" + filepath.Join(t.TempDir(), "default-store"), "XDG_CACHE_HOME=" + cacheDir}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LIBOS_DATA=") && !strings.HasPrefix(kv, "XDG_CACHE_HOME=") {
+		if !strings.HasPrefix(kv, "LIBOS_DATA=") && !strings.HasPrefix(kv, "XDG_CACHE_HOME=") && !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") {
 			env = append(env, kv)
 		}
 	}

@@ -66,7 +66,7 @@ func socketName(dir string) string {
 
 // operatorDirs are the directories that may hold the socket of the store in dir, in
 // the order a server tries them: $XDG_RUNTIME_DIR/libos when XDG_RUNTIME_DIR is an
-// absolute path; .libos-run beside the store; libos-UID in the temporary directory.
+// absolute path to a directory; .libos-run beside the store; libos-UID in the temporary directory.
 // A directory is left out when the socket's path in it would be too long to bind. A
 // client looks in all of them, so a server started by an MCP client with a different
 // environment is still found.
@@ -77,7 +77,9 @@ func operatorDirs(dir string) []string {
 	}
 	var cands []string
 	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" && filepath.IsAbs(rt) {
-		cands = append(cands, filepath.Join(rt, "libos"))
+		if fi, err := os.Stat(rt); err == nil && fi.IsDir() {
+			cands = append(cands, filepath.Join(rt, "libos"))
+		}
 	}
 	cands = append(cands, filepath.Join(filepath.Dir(abs), ".libos-run"))
 	cands = append(cands, filepath.Join(os.TempDir(), fmt.Sprintf("libos-%d", os.Geteuid())))

@@ -36,7 +36,8 @@ func TestOperatorSocketPlace(t *testing.T) {
 				t.Setenv("XDG_RUNTIME_DIR", rt)
 				want = filepath.Join(rt, "libos")
 			} else {
-				t.Setenv("XDG_RUNTIME_DIR", "")
+				// Unset, or naming no directory, as in a session without one.
+				t.Setenv("XDG_RUNTIME_DIR", filepath.Join(base, "no-such-runtime-dir"))
 			}
 			ln, err := listenOperator(store)
 			if err != nil {
