@@ -243,7 +243,9 @@ func (j *JIT) propose(ctx context.Context, call *engine.Call) (json.RawMessage, 
 		"candidate_id": id, "name": c.Name, "source_sha256": hex.EncodeToString(sum[:]),
 		"source_bytes": len(c.SourceCode), "tests": testCount(c.Tests),
 	})
-	err = j.st.Update(ctx, func(tx *store.Tx) error {
+	// Deferred: durable with the call's settlement, which the kernel syncs before the
+	// model sees the candidate ID (the store's log is one ordered prefix).
+	err = j.st.UpdateDeferred(ctx, func(tx *store.Tx) error {
 		if err := tx.CreateCandidate(store.Candidate{
 			ID: id, PID: call.PID, Name: c.Name, Description: c.Description, SourceCode: c.SourceCode,
 			InputSchema: c.InputSchema, OutputSchema: c.OutputSchema, Tests: c.Tests, State: StateProposed,
@@ -366,7 +368,9 @@ func (j *JIT) validateAndRecord(ctx context.Context, pid string, c store.Candida
 	}
 	data, _ := json.Marshal(ev)
 	var refusal error
-	err = j.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+	// Deferred like the proposal: the settlement of this call (or of the register
+	// call that auto-validates) is the synced write that acknowledges it.
+	err = j.st.UpdateDeferred(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		cur, err := j.candidate(tx, pid, c.ID)
 		if err != nil {
 			return err
