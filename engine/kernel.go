@@ -233,7 +233,7 @@ func (k *Kernel) Close() error {
 	return nil
 }
 
-// Runtime is the host API of the kernel (the seed's runtime.*).
+// Runtime is the host API of the kernel (runtime.* in the project's Skills).
 func (k *Kernel) Runtime() *Runtime { return k.runtime }
 
 func storageErr(what string, err error) *Error {

@@ -11,7 +11,7 @@ import (
 	"github.com/agentlibos/libos/store"
 )
 
-// The operator API: what the Host of the seeds can see and clean up. It reads the
+// The operator API: what the Host of the project's Skills can see and clean up. It reads the
 // store through the kernel, for live and killed processes alike.
 
 // Candidates returns the JIT tool candidates pid proposed, each with every

@@ -91,7 +91,7 @@ type Runtime struct {
 	Tools *HostTools
 }
 
-// HostTools calls process tools on behalf of the host (the seed's runtime.tools.call)
+// HostTools calls process tools on behalf of the host (runtime.tools.call in the protocol-diagnostics Skill)
 // and of tools.call syscalls. It looks names up in the process tool table, not in the
 // model's projection: JIT tools are reachable in both modes, run_jit_tool never is.
 // Otherwise the pipeline is the model's, events included.

@@ -86,7 +86,7 @@ func TestProjectionDirect(t *testing.T) {
 	}
 }
 
-// TestProjectionMultiplexed checks the seed's multiplexed projection: "invoke the
+// TestProjectionMultiplexed checks the multiplexed projection of the protocol-diagnostics Skill: "invoke the
 // model-facing pseudo-function run_jit_tool with exactly {"tool_name":
 // "registered_name","arguments":{...}}. The field is tool_name, not name. A direct call
 // to the registered JIT name is rejected in this mode, and the nested arguments object

@@ -64,7 +64,7 @@
 //
 // # Validation: Tape
 //
-// NewTape(entries) (or ParseTape for the seed's JSON) replays ordered mocks. No
+// NewTape(entries) (or ParseTape for the JIT authoring Skill's JSON) replays ordered mocks. No
 // provider, capability, approval or budget is consulted. A call whose name or
 // arguments (compared by JSON value) differ from the next entry, or that comes when no
 // entry is left, rejects with tape_mismatch and fails the test for good, even if the

@@ -96,7 +96,7 @@ func loadZone(name string) (*time.Location, error) {
 	return l, nil
 }
 
-// isoLayout always writes a numeric offset (+00:00, never Z), as in the seed.
+// isoLayout always writes a numeric offset (+00:00, never Z), as in the clock example of the JIT authoring Skill.
 const isoLayout = "2006-01-02T15:04:05-07:00"
 
 func runClockNow(_ context.Context, c *call) (json.RawMessage, error) {

@@ -108,7 +108,7 @@ func (e *echoTools) CallTool(ctx context.Context, pid, tool string, args json.Ra
 	return nil, fmt.Errorf("engine: no tool %q", tool)
 }
 
-// TestRouterEveryRoute is the must-show table: for every route, a valid call, invalid
+// TestRouterEveryRoute is the table of every route and every outcome: for every route, a valid call, invalid
 // arguments, a missing capability, approval approve/deny/timeout and budget
 // exhaustion, each asserting the code and that an audit event was written.
 func TestRouterEveryRoute(t *testing.T) {

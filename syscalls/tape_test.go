@@ -254,10 +254,10 @@ func TestTapeEntryDecoding(t *testing.T) {
 	})
 }
 
-// TestSeedTapeFile checks the seed's test object, kept verbatim in testdata, against
+// TestClockExampleTapeFile checks the JIT authoring Skill's test object, kept verbatim in testdata, against
 // the player alone.
-func TestSeedTapeFile(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "tapes", "seed_clock.json"))
+func TestClockExampleTapeFile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "tapes", "clock_example.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

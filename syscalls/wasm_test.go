@@ -100,7 +100,7 @@ func TestGuestClockNowThroughRouter(t *testing.T) {
 	})
 }
 
-// tapeCase is one file of testdata/tapes: a program, a test object in the seed's
+// tapeCase is one file of testdata/tapes: a program, a test object in the JIT authoring Skill's
 // format, and the verdict.
 type tapeCase struct {
 	Rule     string          `json:"rule"`
