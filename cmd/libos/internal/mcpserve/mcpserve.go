@@ -116,12 +116,21 @@ func (s *Server) sync(always bool) error {
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return fmt.Errorf("mcp: decode the rendering of %s: %w", d.Name, err)
 		}
-		// The schemas go out as the engine's canonical text, byte for byte: decoding
-		// them into Go values would round numbers through float64.
-		t.InputSchema = d.InputSchema
+		// The schemas go out as the engine's MCP rendering wrote them, byte for byte:
+		// decoding them into Go values would round numbers through float64, and the
+		// rendering is what MCP clients accept (an outputSchema whose root is not an
+		// object is left out there, for instance).
+		var schemas struct {
+			InputSchema  json.RawMessage `json:"inputSchema"`
+			OutputSchema json.RawMessage `json:"outputSchema"`
+		}
+		if err := json.Unmarshal(raw, &schemas); err != nil {
+			return fmt.Errorf("mcp: decode the schemas of %s: %w", d.Name, err)
+		}
+		t.InputSchema = schemas.InputSchema
 		t.OutputSchema = nil
-		if len(d.OutputSchema) > 0 {
-			t.OutputSchema = d.OutputSchema
+		if len(schemas.OutputSchema) > 0 {
+			t.OutputSchema = schemas.OutputSchema
 		}
 		if first == nil {
 			first = &t
