@@ -322,7 +322,7 @@ func TestServeHTTP(t *testing.T) {
 	}
 }
 
-// checkJIT authors the seed's clock tool over MCP and calls it in the served
+// checkJIT authors the JIT authoring Skill's clock tool over MCP and calls it in the served
 // process's projection: "registering a JIT tool sends
 // notifications/tools/list_changed"; in direct mode the JIT tool is "its own function
 // with its stored input schema"; in multiplexed mode it is reached only through
