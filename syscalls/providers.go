@@ -34,6 +34,9 @@ type provider struct {
 	// later in the store's log than all of that. A new provider that reaches outside
 	// the store must set it; no route of the table needs it yet.
 	external bool
+	// nests is set for providers that run another tool (tools.call): the router
+	// refuses a call past the nesting bound as its own "depth" decision.
+	nests bool
 }
 
 // call is one authorised syscall on its way to a provider.
@@ -260,14 +263,10 @@ func runKVList(ctx context.Context, c *call) (json.RawMessage, error) {
 
 // --- tools ---
 
-var toolsCall = provider{name: "tools", run: runToolsCall, direct: true}
+var toolsCall = provider{name: "tools", run: runToolsCall, direct: true, nests: true}
 
 func runToolsCall(ctx context.Context, c *call) (json.RawMessage, error) {
-	depth := c.caller.Depth + 1
-	if depth > c.router.maxDepth {
-		return nil, errorf(CodeLimitExceeded,
-			fmt.Sprintf("tools.call: nesting depth %d exceeds the bound of %d", depth, c.router.maxDepth), nil)
-	}
+	depth := c.caller.Depth + 1 // the router has checked it against the bound
 	if c.caller.Tools == nil {
 		return nil, errorf(CodeProviderFailed, "tools.call: no tool caller is available to this process", nil)
 	}

@@ -163,6 +163,16 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 		}
 	}
 
+	if rt.provider.nests {
+		// A refused nesting is a decision like a refused capability: denied before any
+		// budget is charged, never an allowed call whose provider failed.
+		ev.Stage = "depth"
+		if depth := c.Depth + 1; depth > b.r.maxDepth {
+			return nil, errorf(CodeLimitExceeded,
+				fmt.Sprintf("%s: nesting depth %d exceeds the bound of %d", rt.name, depth, b.r.maxDepth), nil)
+		}
+	}
+
 	ev.Stage = "budget"
 	if limits := applicableBudgets(rt.name, c.Budgets); len(limits) > 0 {
 		if err := b.charge(ctx, limits); err != nil {
@@ -299,7 +309,7 @@ type auditEvent struct {
 	Tool           string          `json:"tool,omitempty"`
 	Depth          int             `json:"depth"`
 	Decision       string          `json:"decision"` // allowed | denied
-	Stage          string          `json:"stage"`    // where it stopped: route, args, capability, approval, budget, provider, result, done
+	Stage          string          `json:"stage"`    // where it stopped: route, args, capability, approval, depth, budget, provider, result, done
 	Code           string          `json:"code,omitempty"`
 	Reason         string          `json:"reason,omitempty"`
 	Cause          string          `json:"cause,omitempty"` // the host-side error behind a failure

@@ -533,6 +533,22 @@ func TestToolsCall(t *testing.T) {
 		if !depths[0] || !depths[3] {
 			t.Fatalf("every nested call is audited with its depth: %v", depths)
 		}
+		// The refusal is a decision of its own: denied at the depth stage, not an
+		// allowed call whose provider failed.
+		var refused int
+		for _, e := range evs {
+			var ev auditEvent
+			_ = json.Unmarshal(e.Data, &ev)
+			if ev.Stage == "depth" {
+				refused++
+				if ev.Decision != "denied" || ev.Code != CodeLimitExceeded || ev.Depth != 3 {
+					t.Fatalf("depth refusal audited as %+v", ev)
+				}
+			}
+		}
+		if refused != 1 {
+			t.Fatalf("%d depth refusals audited, want 1", refused)
+		}
 	})
 	t.Run("the engine's typed refusal keeps its code", func(t *testing.T) {
 		_, err := b.Syscall(context.Background(), "tools.call", json.RawMessage(`{"tool":"refuses","arguments":{}}`))
