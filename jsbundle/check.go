@@ -48,22 +48,50 @@ type checker struct {
 	runParams                    int
 }
 
-// checkOutput compiles the source a second time with every probed global replaced by a
-// member of a unique probe object, parses that output and reports each use. Positions come
-// from the parsed tokens, through esbuild's source map, back to the TypeScript.
-func (c *compiler) checkOutput(mainCode string) {
-	probe := "__libos_probe"
-	for i := 0; strings.Contains(c.src, probe) || strings.Contains(mainCode, probe); i++ {
-		probe = "__libos_probe" + strconv.Itoa(i)
-	}
+// probeDefault is the probe object's name unless the source or its output contains it;
+// probeDefines, its define map, is built once.
+const probeDefault = "__libos_probe"
+
+var probeDefines = defines(probeDefault)
+
+func defines(probe string) map[string]string {
 	define := make(map[string]string, len(probed))
 	for _, name := range probed {
 		define[name] = probe + "." + strings.ReplaceAll(name, ".", "_")
 	}
+	return define
+}
+
+// probeOptions are the options of the checking transform with the default probe.
+var probeOptions = func() api.TransformOptions {
 	opts := esbuildOptions()
-	opts.Define = define
+	opts.Define = probeDefines
 	opts.Sourcemap = api.SourceMapExternal
 	opts.SourcesContent = api.SourcesContentExclude
+	return opts
+}()
+
+// checkOutput reports each use of a watched global, and the module forms, on the compiled
+// program. The uses come from a second compile in which every watched global is replaced
+// by a member of a unique probe object; its output is parsed and walked, and positions
+// come from the parsed tokens, through esbuild's source map, back to the TypeScript.
+//
+// When the first output names none of the watched globals as a word (see namesWatched),
+// the second compile would replace nothing and print the same text, so that text is
+// walked instead, with nothing left to map.
+func (c *compiler) checkOutput(mainCode string) {
+	if !c.alwaysProbe && !namesWatched(mainCode) {
+		c.walkOutput([]byte(mainCode), "", nil)
+		return
+	}
+	probe := probeDefault
+	for i := 0; strings.Contains(c.src, probe) || strings.Contains(mainCode, probe); i++ {
+		probe = probeDefault + strconv.Itoa(i)
+	}
+	opts := probeOptions
+	if probe != probeDefault {
+		opts.Define = defines(probe)
+	}
 	res := api.Transform(c.src, opts)
 	if len(res.Errors) > 0 {
 		c.internal(fmt.Sprintf("the checking compile failed: %s", res.Errors[0].Text))
@@ -74,7 +102,52 @@ func (c *compiler) checkOutput(mainCode string) {
 		c.internal(err.Error())
 		return
 	}
-	in := parse.NewInputBytes(res.Code)
+	c.walkOutput(res.Code, probe, sm)
+}
+
+// watchedWords are the words under which a watched global can appear in esbuild's output:
+// the globals' names, and meta for import.meta.
+var watchedWords = func() map[string]bool {
+	m := make(map[string]bool, len(probed))
+	for _, name := range probed {
+		m[strings.TrimPrefix(name, "import.")] = true
+	}
+	return m
+}()
+
+// namesWatched reports whether code, an esbuild output, contains a watched global's name
+// as a word: a maximal run of ASCII identifier characters. esbuild prints every reference
+// to a global under its decoded name (an escape such as \u0065val in the source is printed
+// as eval; the ASCII charset escapes only non-ASCII characters), so an output without such
+// a word has no use of a watched global for the checking compile to replace. Words in
+// strings, property names and comments count too: they only cost the second compile.
+func namesWatched(code string) bool {
+	for i := 0; i < len(code); {
+		if !isWordByte(code[i]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(code) && isWordByte(code[j]) {
+			j++
+		}
+		if watchedWords[code[i:j]] {
+			return true
+		}
+		i = j
+	}
+	return false
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b == '$' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// walkOutput parses an output of esbuild and walks it: for the uses of probe (when probe
+// is set; sm maps their positions back), and for the module forms that must not reach the
+// sandbox.
+func (c *compiler) walkOutput(code []byte, probe string, sm *srcpos.SourceMap) {
+	in := parse.NewInputBytes(code)
 	ast, err := js.Parse(in, js.Options{})
 	if err != nil {
 		// esbuild accepts a few forms outside modules that no script may hold (a top-level
@@ -85,7 +158,10 @@ func (c *compiler) checkOutput(mainCode string) {
 		}
 		return
 	}
-	k := &checker{c: c, probe: probe, out: in.Bytes(), outIdx: srcpos.NewIndex(string(res.Code)), sm: sm, runParams: -1}
+	k := &checker{c: c, probe: probe, out: in.Bytes(), sm: sm, runParams: -1}
+	if sm != nil {
+		k.outIdx = srcpos.NewIndex(string(code))
+	}
 	js.Walk(k, ast)
 
 	// What the token scan of the TypeScript reported is the precise account; these
@@ -143,7 +219,7 @@ func (k *checker) Enter(n js.INode) js.IVisitor {
 // probeName reports whether d is probe.name, the stand-in for a use of the global name.
 func (k *checker) probeName(d *js.DotExpr) (string, bool) {
 	v, ok := d.X.(*js.Var)
-	if !ok || string(v.Name()) != k.probe || root(v).Decl != js.NoDecl {
+	if !ok || k.probe == "" || string(v.Name()) != k.probe || root(v).Decl != js.NoDecl {
 		return "", false
 	}
 	lit, ok := literal(d.Y)
@@ -355,7 +431,7 @@ func (k *checker) position(data []byte) (int, int) {
 			i += j + 1
 		}
 	}
-	if off < 0 {
+	if off < 0 || k.sm == nil {
 		return 1, 1
 	}
 	gl, gc := k.outIdx.Position(off)

@@ -18,6 +18,9 @@ const acceptedForm = "`export function run(args, libos) { … }` or `export asyn
 // maxDiagnostics bounds what one source can produce; the rest is summarised.
 const maxDiagnostics = 100
 
+// mainOptions are the options of the transform whose output the sandbox runs.
+var mainOptions = esbuildOptions()
+
 func esbuildOptions() api.TransformOptions {
 	return api.TransformOptions{
 		Loader:     api.LoaderTS,
@@ -38,6 +41,12 @@ func esbuildOptions() api.TransformOptions {
 // may accompany a Program. The same source and options always give byte-identical
 // results.
 func Compile(source string, opts Options) (*Program, []Diagnostic) {
+	return compile(source, opts, false)
+}
+
+// compile is Compile; alwaysProbe makes it run the checking transform even when the output
+// names no watched global, so tests can compare both ways on every source they know.
+func compile(source string, opts Options, alwaysProbe bool) (*Program, []Diagnostic) {
 	limit := opts.MaxSourceBytes
 	if limit <= 0 {
 		limit = DefaultMaxSourceBytes
@@ -46,7 +55,7 @@ func Compile(source string, opts Options) (*Program, []Diagnostic) {
 		return nil, []Diagnostic{{Code: CodeSourceTooLarge, Severity: SeverityError, Line: 1, Column: 1,
 			Message: fmt.Sprintf("source is %d bytes; the limit is %d bytes", len(source), limit)}}
 	}
-	c := &compiler{src: source, idx: srcpos.NewIndex(source), runOffset: -1}
+	c := &compiler{src: source, idx: srcpos.NewIndex(source), runOffset: -1, alwaysProbe: alwaysProbe}
 	if !utf8.ValidString(source) {
 		off := 0
 		for off < len(source) {
@@ -69,7 +78,7 @@ func Compile(source string, opts Options) (*Program, []Diagnostic) {
 		return nil, c.result()
 	}
 	c.moduleForms()
-	main := api.Transform(source, esbuildOptions())
+	main := api.Transform(source, mainOptions)
 	c.esbuildMessages(main.Errors, SeverityError)
 	c.esbuildMessages(main.Warnings, SeverityWarning)
 	if len(main.Errors) > 0 {
@@ -93,6 +102,8 @@ type compiler struct {
 	idx       *srcpos.Index
 	diags     []Diagnostic
 	runOffset int // byte offset of the accepted `export … function run`, or -1
+
+	alwaysProbe bool // run the checking transform whatever the output names
 }
 
 func (c *compiler) add(code string, line, col int, msg string) {

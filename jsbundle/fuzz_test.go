@@ -2,6 +2,7 @@ package jsbundle
 
 import (
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -20,7 +21,8 @@ var knownCodes = map[string]bool{
 
 // FuzzCompile: whatever the source, Compile returns; a Program comes exactly when there is
 // no error; every diagnostic has a known code, a severity and a place inside the source;
-// and an accepted Program is a strict script with no module syntax. Run it with
+// an accepted Program is a strict script with no module syntax; and skipping the checking
+// transform when the output names no watched global changes nothing. Run it with
 // go test -fuzz FuzzCompile ./jsbundle/; crashers are kept under testdata/fuzz.
 func FuzzCompile(f *testing.F) {
 	if data, err := os.ReadFile("testdata/compile.txt"); err == nil {
@@ -34,6 +36,9 @@ func FuzzCompile(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, src string) {
 		prog, diags := Compile(src, Options{})
+		if p2, d2 := compile(src, Options{}, true); !reflect.DeepEqual(prog, p2) || !reflect.DeepEqual(diags, d2) {
+			t.Fatalf("skipping the checking transform changed the result: %+v %+v, probed: %+v %+v", prog, diags, p2, d2)
+		}
 		if (prog == nil) != HasErrors(diags) {
 			t.Fatalf("Program %v with diagnostics %+v", prog != nil, diags)
 		}
