@@ -73,11 +73,12 @@ func compile(source string, opts Options, alwaysProbe bool) (*Program, []Diagnos
 	// esbuild's parser is superlinear on a few shapes (deep nesting, long arrow chains,
 	// TypeScript's guesses at `<`); a 64 KiB source of them would take minutes. They are
 	// refused here, on tokens, before esbuild sees them.
-	if off, what, ok := tsscan.Complexity(source, tsscan.DefaultLimits); !ok {
+	tokens := tsscan.Lex(source)
+	if off, what, ok := tokens.Complexity(tsscan.DefaultLimits); !ok {
 		c.addAt(CodeTooComplex, off, "the source is too deeply nested to compile ("+what+"); flatten it")
 		return nil, c.result()
 	}
-	c.moduleForms()
+	c.moduleForms(tokens)
 	main := api.Transform(source, mainOptions)
 	c.esbuildMessages(main.Errors, SeverityError)
 	c.esbuildMessages(main.Warnings, SeverityWarning)
@@ -171,10 +172,10 @@ func (c *compiler) result() []Diagnostic {
 
 // moduleForms reports the module syntax found on the TypeScript tokens, and records the
 // accepted run export.
-func (c *compiler) moduleForms() {
+func (c *compiler) moduleForms(tokens *tsscan.Tokens) {
 	// runBad: a diagnostic already says how run must be exported.
 	runSeen, runBad := false, false
-	for _, f := range tsscan.Scan(c.src) {
+	for _, f := range tokens.Scan() {
 		switch f.Kind {
 		case tsscan.ImportDecl:
 			c.addAt(CodeImportForbidden, f.Offset, "import declarations are not allowed (type-only and side-effect imports included); a tool is one self-contained file")

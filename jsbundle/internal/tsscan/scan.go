@@ -45,10 +45,28 @@ type Limits struct {
 // DefaultLimits are far above what readable code reaches.
 var DefaultLimits = Limits{Depth: 128, Arrows: 16, Angles: 128, Stmts: 64}
 
+// Tokens is a source split into tokens once, for Complexity and Scan to share.
+type Tokens struct {
+	src      string
+	toks     []token
+	comments []comment
+}
+
+// Lex splits src into tokens.
+func Lex(src string) *Tokens {
+	toks, comments := tokenize(src)
+	return &Tokens{src: src, toks: toks, comments: comments}
+}
+
 // Complexity reports the first place where src exceeds lim, as a byte offset, and what
 // was exceeded; ok is true when nothing was.
 func Complexity(src string, lim Limits) (offset int, what string, ok bool) {
-	toks, _ := tokenize(src)
+	return Lex(src).Complexity(lim)
+}
+
+// Complexity is the package function Complexity on the lexed source.
+func (x *Tokens) Complexity(lim Limits) (offset int, what string, ok bool) {
+	src, toks := x.src, x.toks
 	type frame struct{ arrows, angles, stmts int }
 	frames := []frame{{}}
 	for _, t := range toks {
@@ -111,7 +129,12 @@ func Complexity(src string, lim Limits) (offset int, what string, ok bool) {
 
 // Scan returns the module forms of src in source order.
 func Scan(src string) []Finding {
-	toks, comments := tokenize(src)
+	return Lex(src).Scan()
+}
+
+// Scan is the package function Scan on the lexed source.
+func (x *Tokens) Scan() []Finding {
+	src, toks, comments := x.src, x.toks, x.comments
 	var out []Finding
 	for _, c := range comments {
 		if isDirective(src[c.start:c.end]) {

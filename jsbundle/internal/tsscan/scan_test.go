@@ -56,3 +56,30 @@ func TestScan(t *testing.T) {
 		}
 	}
 }
+
+// The compiler lexes a source once and asks both questions of the same tokens: the
+// answers are those of lexing it for each, in either order.
+func TestTokensShared(t *testing.T) {
+	deep := strings.Repeat("(", 130) + strings.Repeat(")", 130)
+	for _, src := range []string{
+		"export function run() {}",
+		"import x from 'y';\nexport default 1;\n/// <reference lib=\"dom\" />\n",
+		"const s = `a${`import ${`export`}`}`; export { a as default };",
+		deep + "\nexport function run() {}",
+		"a=>a=>a=>a=>a=>a=>a=>a=>a=>a=>a=>a=>a=>a=>a=>a=>a=>a;",
+	} {
+		x := Lex(src)
+		off, what, ok := x.Complexity(DefaultLimits)
+		scan := x.Scan()
+		off2, what2, ok2 := Complexity(src, DefaultLimits)
+		if off != off2 || what != what2 || ok != ok2 {
+			t.Errorf("%q: Complexity on shared tokens %d %q %v, alone %d %q %v", src, off, what, ok, off2, what2, ok2)
+		}
+		if got, want := fmt.Sprint(scan), fmt.Sprint(Scan(src)); got != want {
+			t.Errorf("%q: Scan on shared tokens %s, alone %s", src, got, want)
+		}
+		if got, want := fmt.Sprint(Lex(src).Scan()), fmt.Sprint(scan); got != want {
+			t.Errorf("%q: Scan before Complexity %s, after %s", src, got, want)
+		}
+	}
+}
