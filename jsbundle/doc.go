@@ -13,9 +13,9 @@
 // []Diagnostic, which the validation record stores and the model reads.
 //
 // Compile works in this order: the size limit; bounds on nesting (esbuild's parser is
-// superlinear on a few shapes) and a token scan of the TypeScript, on one lexing of it, for the module forms that
-// esbuild erases (type-only imports, import-equals, `export =`, triple-slash directives,
-// type exports) and for the export contract; esbuild's transform to ES2020, whose errors
+// superlinear on a few shapes) and a token scan of the TypeScript, on one lexing of it,
+// for the module forms that esbuild erases (type-only imports, import-equals, `export =`,
+// triple-slash directives, type exports) and for the export contract; esbuild's transform to ES2020, whose errors
 // and warnings become diagnostics; a second transform in which every free use of a watched
 // global (eval, Function, require, Deno, WebAssembly, process, globalThis, self, window,
 // import.meta) is replaced by a member of a unique probe object, so that esbuild's own
