@@ -39,9 +39,11 @@
 // validate_jit_tool {candidate_id} runs Validator.Validate (jsbundle's static checks,
 // the schema portability lint and args/expected-vs-schema findings as warnings, then
 // every test in a fresh JavaScript context under its syscall tape, with the fixed
-// ValidationTime and ValidationSeed) and stores the Report as a validation attempt,
-// the state change (validated or rejected) and a jit_validated event in one batch.
-// A settled candidate is refused (already_settled), never validated again.
+// ValidationTime and ValidationSeed; up to ValidatorConfig.Parallel tests at once, each
+// on its own sandbox instance, reported in test order) and stores the Report as a
+// validation attempt, the state change (validated or rejected) and a jit_validated
+// event in one batch. A settled candidate is refused (already_settled), never
+// validated again.
 //
 // register_jit_tool {candidate_id} validates a proposed candidate first, refuses
 // rejected, registered and colliding ones, compiles the program once, and installs the

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -103,7 +106,16 @@ type ValidatorConfig struct {
 	// Clock gives Report.ValidatedAt; nil means time.Now. Tools that print reports
 	// (the CLI) pass a fixed clock to keep their output deterministic.
 	Clock func() time.Time
+	// Parallel bounds how many of a validation's tests run at once, each on its own
+	// sandbox instance in its own fresh context. Zero means the smaller of GOMAXPROCS and
+	// DefaultParallelTests; 1 runs them one after another. The report is the same either
+	// way: tests, errors and logs are listed in test order.
+	Parallel int
 }
+
+// DefaultParallelTests bounds the tests of one validation running at once when
+// ValidatorConfig.Parallel is zero.
+const DefaultParallelTests = 4
 
 // Default wall times: each test's, when ValidatorConfig.Run sets none, and the whole
 // validation's.
@@ -115,11 +127,12 @@ const (
 // Validator runs validations on a sandbox. It is safe for concurrent use and holds no
 // state between validations.
 type Validator struct {
-	sandbox *wasm.Engine
-	limits  Limits
-	run     wasm.Limits
-	total   time.Duration
-	clock   func() time.Time
+	sandbox  *wasm.Engine
+	limits   Limits
+	run      wasm.Limits
+	total    time.Duration
+	clock    func() time.Time
+	parallel int
 }
 
 // NewValidator returns a validator running tests on sandbox.
@@ -133,6 +146,10 @@ func NewValidator(sandbox *wasm.Engine, cfg ValidatorConfig) *Validator {
 	}
 	if v.clock == nil {
 		v.clock = time.Now
+	}
+	v.parallel = cfg.Parallel
+	if v.parallel <= 0 {
+		v.parallel = min(runtime.GOMAXPROCS(0), DefaultParallelTests)
 	}
 	return v
 }
@@ -198,26 +215,91 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 	// deadline pass before the context's timer has fired.
 	deadline, _ := runCtx.Deadline()
 	spent := func() bool { return ctx.Err() == nil && !time.Now().Before(deadline) }
-	for i, tc := range p.tests {
-		var tr TestResult
+	one := func(i int) testOutcome {
 		if spent() {
-			tr = TestResult{Index: i, Error: &Diagnostic{Code: wasm.CodeLimitExceeded, Test: intp(i),
-				Message: fmt.Sprintf("test %d: not run: the validation's wall time of %v ran out", i, v.total)}}
-		} else {
-			tr = v.runTest(runCtx, prog, i, tc, &r)
-			// Stopped by the validation's budget rather than by the caller: say so,
-			// whatever the sandbox called the stop.
-			if tr.Error != nil && spent() && tr.Error.Code != syscalls.CodeTapeMismatch {
-				tr.Error.Code = wasm.CodeLimitExceeded
-				tr.Error.Message = clip(fmt.Sprintf("test %d: stopped: the validation's wall time of %v ran out", i, v.total))
+			return testOutcome{tr: TestResult{Index: i, Error: &Diagnostic{Code: wasm.CodeLimitExceeded, Test: intp(i),
+				Message: fmt.Sprintf("test %d: not run: the validation's wall time of %v ran out", i, v.total)}}}
+		}
+		o := v.runTest(runCtx, prog, i, p.tests[i])
+		// Stopped by the validation's budget rather than by the caller: say so,
+		// whatever the sandbox called the stop.
+		if o.tr.Error != nil && spent() && o.tr.Error.Code != syscalls.CodeTapeMismatch {
+			o.tr.Error.Code = wasm.CodeLimitExceeded
+			o.tr.Error.Message = clip(fmt.Sprintf("test %d: stopped: the validation's wall time of %v ran out", i, v.total))
+		}
+		return o
+	}
+	// Whatever order the tests ran in, the report lists them, their errors and their
+	// logs in index order.
+	for _, o := range runAll(len(p.tests), v.parallel, one) {
+		for _, l := range o.logs {
+			if len(r.Logs) >= MaxReportLogs {
+				break
 			}
+			r.Logs = append(r.Logs, l)
 		}
-		if tr.Error != nil {
-			r.addError(*tr.Error)
+		if o.tr.Error != nil {
+			r.addError(*o.tr.Error)
 		}
-		r.Tests = append(r.Tests, tr)
+		r.Tests = append(r.Tests, o.tr)
 	}
 	return r
+}
+
+// testOutcome is one test's verdict and the console lines its program wrote.
+type testOutcome struct {
+	tr   TestResult
+	logs []LogLine
+}
+
+// runAll runs one(0) … one(n-1) on up to parallel goroutines, each taking the next index
+// when it is free, and returns the outcomes in index order. A panic in one of them
+// panics again in the caller once all have stopped, as it would have without the
+// goroutines.
+func runAll(n, parallel int, one func(int) testOutcome) []testOutcome {
+	out := make([]testOutcome, n)
+	if parallel > n {
+		parallel = n
+	}
+	if parallel <= 1 {
+		for i := range out {
+			out[i] = one(i)
+		}
+		return out
+	}
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		panicked any
+	)
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					mu.Lock()
+					if panicked == nil {
+						panicked = p
+					}
+					mu.Unlock()
+				}
+			}()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				out[i] = one(i)
+			}
+		}()
+	}
+	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
+	return out
 }
 
 func intp(i int) *int { return &i }
@@ -265,8 +347,14 @@ func schemaFinding(s *jsonschema.Schema, v any) string {
 	return jsonv.Clip(err.Error(), 300)
 }
 
-// runTest runs test i of the candidate under its tape and judges it.
-func (v *Validator) runTest(ctx context.Context, prog *jsbundle.Program, i int, tc testCase, r *Report) TestResult {
+// runTest runs test i of the candidate under its tape and judges it. It keeps at most
+// MaxReportLogs of the program's console lines, as many as a report can hold.
+func (v *Validator) runTest(ctx context.Context, prog *jsbundle.Program, i int, tc testCase) (o testOutcome) {
+	o.tr = v.judgeTest(ctx, prog, i, tc, &o.logs)
+	return o
+}
+
+func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int, tc testCase, logs *[]LogLine) TestResult {
 	tr := TestResult{Index: i}
 	fail := func(code, msg string, entry *int, path string) TestResult {
 		tr.Error = &Diagnostic{Code: code, Message: clip(fmt.Sprintf("test %d: %s", i, msg)), Test: intp(i), Entry: entry, Path: path}
@@ -280,10 +368,10 @@ func (v *Validator) runTest(ctx context.Context, prog *jsbundle.Program, i int, 
 		wasm.Options{Limits: v.run, Now: func() time.Time { return ValidationTime }, Seed: ValidationSeed})
 	if res != nil {
 		for _, l := range res.Logs {
-			if len(r.Logs) >= MaxReportLogs {
+			if len(*logs) >= MaxReportLogs {
 				break
 			}
-			r.Logs = append(r.Logs, LogLine{Test: i, Level: l.Level, Message: jsonv.Clip(l.Message, 512)})
+			*logs = append(*logs, LogLine{Test: i, Level: l.Level, Message: jsonv.Clip(l.Message, 512)})
 		}
 	}
 	tapeErr := tape.Finish()
