@@ -166,7 +166,8 @@ func NewValidator(sandbox *wasm.Engine, cfg ValidatorConfig) *Validator {
 // answered by the test's tape. A test passes when the tape was followed exactly (a
 // mismatch fails it even if the program caught the rejection; leftover entries fail
 // it) and the returned value equals expected as JSON. OK is true when there are no
-// errors.
+// errors. Tests run up to ValidatorConfig.Parallel at once; the report lists them in
+// test order and is the same as if they had run one after another.
 func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 	r = Report{Errors: []Diagnostic{}, Warnings: []Diagnostic{}, Logs: []LogLine{}, Tests: []TestResult{}}
 	defer func() {
