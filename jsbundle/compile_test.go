@@ -14,7 +14,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expectations of testdata/
 
 // A case of testdata/compile.txt:
 //
-//	# Rule: the sentence of the seed or the issue that the case checks
+//	# Rule: the sentence of the JIT authoring Skill or of the design that the case checks
 //	compile name=<name> [max=<MaxSourceBytes>] [crlf]
 //	<TypeScript source>
 //	----

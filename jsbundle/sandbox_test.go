@@ -15,7 +15,7 @@ import (
 	"github.com/agentlibos/libos/wasm"
 )
 
-// clockProvider answers clock.now as the seed's tape does: it stands in for the syscall
+// clockProvider answers clock.now as the JIT authoring Skill's tape does: it stands in for the syscall
 // provider, not for the sandbox, and records what the guest asked.
 type clockProvider struct {
 	mu    sync.Mutex
@@ -55,9 +55,9 @@ func sandboxRun(t *testing.T, e *wasm.Engine, prog *Program, args string, sys wa
 	return e.Run(ctx, prog.Source, json.RawMessage(args), sys, wasm.Options{Seed: 1})
 }
 
-// The seed's clock example compiles, and the program it produces runs in the sandbox and
+// The JIT authoring Skill's clock example compiles, and the program it produces runs in the sandbox and
 // returns the expected value.
-func TestSandboxSeedClockExample(t *testing.T) {
+func TestSandboxClockExample(t *testing.T) {
 	const seed = `export async function run(args: { timezone: string }, libos: any) {
   const observed = await libos.syscall("clock.now", {timezone: args.timezone});
   return {iso8601: String(observed.iso8601), timezone: String(observed.timezone)};
@@ -65,7 +65,7 @@ func TestSandboxSeedClockExample(t *testing.T) {
 `
 	prog, diags := Compile(seed, Options{})
 	if prog == nil || len(diags) != 0 {
-		t.Fatalf("seed example rejected: %+v", diags)
+		t.Fatalf("clock example rejected: %+v", diags)
 	}
 	p := &clockProvider{}
 	res, err := sandboxRun(t, sandboxEngine(t), prog, `{"timezone":"UTC"}`, p)

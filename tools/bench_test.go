@@ -56,7 +56,7 @@ func clockWithTests(b *testing.B, n int) tools.Candidate {
 	return c
 }
 
-// BenchmarkValidateClock validates the seed's clock candidate: proposal checks,
+// BenchmarkValidateClock validates the JIT authoring Skill's clock candidate: proposal checks,
 // jsbundle, schema lint and compilation, and each test in a fresh JavaScript context
 // under its tape. Targets: ≤ 0.4 ms p50 with 1 test, ≤ 0.9 ms with 10. The tests of a
 // validation run up to min(GOMAXPROCS, 4) at once, so with 10 tests p50-ns is below

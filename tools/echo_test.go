@@ -29,7 +29,7 @@ func echoKernel(t *testing.T, lim engine.Limits) (*engine.Kernel, *store.Store, 
 	return k, st, pid
 }
 
-// TestEchoContract checks the seed's tool guide: "Input is a top-level JSON object.
+// TestEchoContract checks the protocol-diagnostics Skill's tool guide: "Input is a top-level JSON object.
 // The schema permits extra fields and performs no field-specific semantic
 // validation." and "Echo performs no permission grant ...": read-only, no capability.
 func TestEchoContract(t *testing.T) {

@@ -218,11 +218,11 @@ func liveTime(t testing.TB, iso string, before, after time.Time) {
 	}
 }
 
-// TestSeedClockDirect follows the seed's workflow in the direct projection: propose
+// TestClockExampleDirect follows the JIT authoring Skill's workflow in the direct projection: propose
 // the clock example, validate it, register it, then call it by name. "In direct mode
 // the next model request can expose the JIT as its own native schema and it is called
 // by name."
-func TestSeedClockDirect(t *testing.T) {
+func TestClockExampleDirect(t *testing.T) {
 	w := newWorld(t)
 	pid := w.spawn(t, engine.Direct, "clock:now")
 	var changed atomic.Int32
@@ -309,10 +309,10 @@ func (w *world) registered(t testing.TB, proj engine.Projection, caps ...string)
 	return pid, reg["tool_id"].(string)
 }
 
-// TestSeedClockMultiplexed: "In multiplexed mode only the generic run_jit_tool schema
+// TestClockExampleMultiplexed: "In multiplexed mode only the generic run_jit_tool schema
 // is exposed … call {"tool_name":"normalize_records","arguments":{...}} from the
 // retained contract—never use name."
-func TestSeedClockMultiplexed(t *testing.T) {
+func TestClockExampleMultiplexed(t *testing.T) {
 	w := newWorld(t)
 
 	t.Run("granted clock:now returns the live time", func(t *testing.T) {

@@ -89,7 +89,7 @@ func TestParseCandidateExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := tools.CheckProposal(c, tools.Limits{}); err != nil {
-		t.Fatalf("the seed example passes: %v", err)
+		t.Fatalf("the JIT authoring Skill's example passes: %v", err)
 	}
 	c.Name = "run_jit_tool"
 	if err := tools.CheckProposal(c, tools.Limits{}); !errors.Is(err, tools.ErrReservedName) {

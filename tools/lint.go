@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Portability lint: the seed's "portable schemas" paragraph, as warnings. Providers
+// Portability lint: the JIT authoring Skill's "portable schemas" paragraph, as warnings. Providers
 // with a strict projection (OpenAI strict mode among them) accept only closed objects
 // whose properties are all required; implicit optional properties are unreliable
 // there, so optional values are modelled as required nullable unions. Unbounded

@@ -33,7 +33,7 @@ func TestParallelTestsSameReport(t *testing.T) {
 	}
 }
 
-// Rule (seed: "logs" are part of the validation result, bounded): with tests running at
+// Rule (JIT authoring Skill: "logs" are part of the validation result, bounded): with tests running at
 // once, the console lines still come in test order, each test's in the order it wrote
 // them, cut at MaxReportLogs.
 func TestParallelLogsInTestOrder(t *testing.T) {
