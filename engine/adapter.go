@@ -18,7 +18,7 @@ import (
 //	MCP tools/call params    {"name", "arguments":{…}, "_meta"?}  (or the whole JSON-RPC request)
 //	plain                    {"name", "arguments": {…} | "<json>"}
 //
-// The rules, in the words of the seed: the adapter "trims the function name, parses
+// The rules, in the words of the protocol-diagnostics Skill: the adapter "trims the function name, parses
 // arguments as an object, removes any top-level action argument, and injects the
 // selected function name as the internal action. The real function name wins over an
 // action supplied in arguments; only a missing function name may use that key as a
