@@ -16,7 +16,7 @@ func TestJITDateIsNotALiveClock(t *testing.T) {
 	for _, caps := range [][]string{nil, {"clock:now"}} {
 		w := newWorld(t)
 		pid := w.spawn(t, engine.Direct, caps...)
-		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, auditCandidate(t, "wall", src, `{"type":"object"}`))))
+		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, "wall", src, `{"type":"object"}`))))
 		out := w.mustCall(t, pid, "wall", `{"n":1}`)
 		if ms, _ := out["ms"].(float64); ms != want {
 			t.Fatalf("capabilities %v: Date.now() = %v, want the fixed clock %v", caps, out["ms"], want)

@@ -12,12 +12,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestAuditSIGTERMWithACallInFlight: "Graceful shutdown on SIGINT/SIGTERM loses nothing
+// TestSIGTERMWithACallInFlight: "Graceful shutdown on SIGINT/SIGTERM loses nothing
 // acknowledged" and, in serve's help, "calls in flight finish and are recorded before
 // the store closes". A JIT tool is still running when SIGTERM arrives: afterwards its
 // tool_called event has a settlement, the chain verifies, and reopening the store
 // reports no unknown settlement.
-func TestAuditSIGTERMWithACallInFlight(t *testing.T) {
+func TestSIGTERMWithACallInFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	data := filepath.Join(t.TempDir(), "store")

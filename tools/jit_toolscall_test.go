@@ -11,9 +11,9 @@ import (
 	"github.com/agentlibos/libos/tools"
 )
 
-// auditCandidate is a proposal of source with open-enough schemas and no tests, so
+// openCandidate is a proposal of source with open-enough schemas and no tests, so
 // that registration validates only the static checks.
-func auditCandidate(t *testing.T, name, source, output string) string {
+func openCandidate(t *testing.T, name, source, output string) string {
 	t.Helper()
 	obj := candidateJSON(t, "good_clock_now.json")
 	obj = withField(t, obj, "name", jsonString(name))
@@ -40,11 +40,11 @@ func openCalls(t *testing.T, evs []store.Event) map[string]string {
 	return open
 }
 
-// TestAuditToolsCallThroughThePipeline: "tools.call {tool, arguments} → result:
+// TestToolsCallThroughThePipeline: "tools.call {tool, arguments} → result:
 // capability tools:call; calls another tool of the same process through the engine's
 // full pipeline … with a depth bound so a tool cannot recurse forever." Here with the
 // real engine, router and sandbox, not a stand-in ToolCaller.
-func TestAuditToolsCallThroughThePipeline(t *testing.T) {
+func TestToolsCallThroughThePipeline(t *testing.T) {
 	w := newWorld(t)
 	const callsEcho = `export async function run(args: { n: number }, libos: any) {
   return await libos.syscall("tools.call", { tool: "echo", arguments: { n: args.n, action: "dropped", nested: { action: "kept" } } });
@@ -56,7 +56,7 @@ func TestAuditToolsCallThroughThePipeline(t *testing.T) {
 
 	t.Run("the nested call goes through the pipeline: echo's own events, action removed", func(t *testing.T) {
 		pid := w.spawn(t, engine.Direct, "tools:call")
-		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, auditCandidate(t, "via_echo", callsEcho, open))))
+		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, "via_echo", callsEcho, open))))
 		before := w.events(t, pid)
 		out, err := w.call(t, pid, "via_echo", `{"n":7}`)
 		if err != nil {
@@ -85,7 +85,7 @@ func TestAuditToolsCallThroughThePipeline(t *testing.T) {
 
 	t.Run("without tools:call the syscall is denied, typed and audited", func(t *testing.T) {
 		pid := w.spawn(t, engine.Direct)
-		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, auditCandidate(t, "via_echo", callsEcho, open))))
+		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, "via_echo", callsEcho, open))))
 		before := w.events(t, pid)
 		_, err := w.call(t, pid, "via_echo", `{"n":1}`)
 		if codeOf(err) != syscalls.CodeCapabilityDenied {
@@ -104,7 +104,7 @@ func TestAuditToolsCallThroughThePipeline(t *testing.T) {
 
 	t.Run("a tool that calls itself stops at the depth bound, typed; every call is settled", func(t *testing.T) {
 		pid := w.spawn(t, engine.Direct, "tools:call")
-		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, auditCandidate(t, "recurse", recurses, open))))
+		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, "recurse", recurses, open))))
 		_, err := w.call(t, pid, "recurse", `{"n":0}`)
 		if codeOf(err) != syscalls.CodeLimitExceeded {
 			t.Fatalf("got %v (%s), want limit_exceeded", err, codeOf(err))
@@ -134,7 +134,7 @@ func TestAuditToolsCallThroughThePipeline(t *testing.T) {
   return await libos.syscall("tools.call", { tool: "run_jit_tool", arguments: { tool_name: "x", arguments: {} } });
 }`
 		pid := w.spawn(t, engine.Multiplexed, "tools:call")
-		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, auditCandidate(t, "via_mux", viaMux, open))))
+		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, "via_mux", viaMux, open))))
 		_, err := w.call(t, pid, engine.RunJITTool, `{"tool_name":"via_mux","arguments":{"n":1}}`)
 		if err == nil {
 			t.Fatal("tools.call reached run_jit_tool")
@@ -146,9 +146,9 @@ func TestAuditToolsCallThroughThePipeline(t *testing.T) {
 	})
 }
 
-// TestAuditRegisterResultIsExact: register_jit_tool "returns exactly {tool_id, name,
+// TestRegisterResultIsExact: register_jit_tool "returns exactly {tool_id, name,
 // scope}", and the binding it persists carries the same identity.
-func TestAuditRegisterResultIsExact(t *testing.T) {
+func TestRegisterResultIsExact(t *testing.T) {
 	w := newWorld(t)
 	pid := w.spawn(t, engine.Direct, "clock:now")
 	id := w.propose(t, pid, candidateJSON(t, "good_clock_now.json"))
