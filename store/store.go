@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -113,6 +114,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{s: s, logf: opts.Logf},
 	}
+	// Bloom filters in every table (lower levels inherit L0's policy): the write
+	// path looks up keys that are usually absent (a new call's open marker, a result
+	// not yet written), and without a filter each miss reads every level.
+	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	if opts.tune != nil {
 		opts.tune(po)
 	}
