@@ -50,6 +50,10 @@ type Store struct {
 	// read-check-write transactions see every earlier write. It is released before
 	// the WAL sync is awaited: that is what lets concurrent writers share one sync.
 	wmu sync.Mutex
+	// heads caches the head of each log appended to since Open (under wmu): the
+	// value a successful batch left, never one of a discarded batch. Append reads it
+	// instead of the head record; Head and Verify always read the record.
+	heads map[string]cachedHead
 	// failed is set once a write fails. Pebble cannot continue after a failed WAL
 	// write or sync, and batches already assembled on top of the failed one are
 	// not durable either, so the store refuses all further operations; reopening
@@ -377,10 +381,27 @@ func (s *Store) prepare(fn func(tx *Tx) error, deferred bool) (b *pebble.Batch, 
 		return nil, 0, err
 	}
 	submitted = true
+	s.cacheHeads(tx.heads)
 	if deferred {
 		s.deferred.Add(1)
 	}
 	return tx.b, s.deferred.Load(), nil
+}
+
+// maxCachedHeads bounds the head cache; past it the cache starts over.
+const maxCachedHeads = 4096
+
+// cacheHeads records the heads a batch just applied has written (under wmu).
+func (s *Store) cacheHeads(staged map[string]cachedHead) {
+	if len(staged) == 0 {
+		return
+	}
+	if s.heads == nil || len(s.heads)+len(staged) > maxCachedHeads {
+		s.heads = make(map[string]cachedHead, len(staged))
+	}
+	for pid, h := range staged {
+		s.heads[pid] = h
+	}
 }
 
 // applyDeferred writes b to the WAL and the memtable without asking for a sync.

@@ -22,6 +22,28 @@ type Tx struct {
 	b      *pebble.Batch
 	now    time.Time
 	active bool
+	// heads holds the heads this Tx has written, for the Store's cache once the
+	// batch is applied.
+	heads map[string]cachedHead
+}
+
+// cachedHead is a head held by value, so that no Event handed out aliases it.
+type cachedHead struct {
+	seq  uint64
+	hash [HashSize]byte
+}
+
+// lastHead is pid's head as this Tx sees it: its own last append, the Store's cache
+// of successful batches, or the head record.
+func (tx *Tx) lastHead(pid string) (Head, error) {
+	h, ok := tx.heads[pid]
+	if !ok {
+		h, ok = tx.s.heads[pid]
+	}
+	if ok {
+		return Head{Seq: h.seq, Hash: append([]byte(nil), h.hash[:]...)}, nil
+	}
+	return tx.head(pid)
 }
 
 // Now is the timestamp stamped on every record and event written by this Tx.
@@ -109,7 +131,7 @@ func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	head, err := tx.head(pid)
+	head, err := tx.lastHead(pid)
 	if err != nil {
 		return Event{}, err
 	}
@@ -149,6 +171,12 @@ func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
 	if err := tx.set(headKey(pid), encodeHead(Head{Seq: seq, Hash: e.Hash})); err != nil {
 		return Event{}, err
 	}
+	if tx.heads == nil {
+		tx.heads = make(map[string]cachedHead, 1)
+	}
+	ch := cachedHead{seq: seq}
+	copy(ch.hash[:], e.Hash)
+	tx.heads[pid] = ch
 	return e, nil
 }
 
