@@ -3,9 +3,13 @@ package store
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentlibos/libos/store/internal/jsonobj"
 )
@@ -59,6 +63,50 @@ type eventRecord struct {
 }
 
 var zeroHash = make([]byte, HashSize)
+
+// encodeEventRecord is marshal(r) written out by hand: the same bytes, without
+// reflection and without compacting Data a second time (Append passes the compact
+// form jsonobj.Object returned). Whatever the plain form cannot spell exactly as
+// encoding/json would (a string that needs escaping, a nil hash, a year outside
+// RFC 3339) goes through marshal.
+func encodeEventRecord(r eventRecord) ([]byte, error) {
+	if !plainJSONString(r.PID) || !plainJSONString(r.Type) || r.PrevHash == nil || r.Hash == nil ||
+		r.Time.Year() < 0 || r.Time.Year() > 9999 || r.Time.Location() != time.UTC || len(r.Data) == 0 {
+		return marshal(r)
+	}
+	b := make([]byte, 0, 160+len(r.PID)+len(r.Type)+len(r.Data))
+	b = append(b, `{"pid":"`...)
+	b = append(b, r.PID...)
+	b = append(b, `","seq":`...)
+	b = strconv.AppendUint(b, r.Seq, 10)
+	b = append(b, `,"type":"`...)
+	b = append(b, r.Type...)
+	b = append(b, `","time":"`...)
+	b = r.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","data":`...)
+	b = append(b, r.Data...)
+	b = append(b, `,"prev_hash":"`...)
+	b = base64.StdEncoding.AppendEncode(b, r.PrevHash)
+	b = append(b, `","hash":"`...)
+	b = base64.StdEncoding.AppendEncode(b, r.Hash)
+	b = append(b, `"}`...)
+	return b, nil
+}
+
+// plainJSONString reports whether encoding/json (HTML escaping off) writes s as is
+// between quotes: valid UTF-8 without quotes, backslashes, control characters or
+// U+2028/U+2029.
+func plainJSONString(s string) bool {
+	if !utf8.ValidString(s) || strings.ContainsAny(s, "\"\\\u2028\u2029") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 {
+			return false
+		}
+	}
+	return true
+}
 
 // eventHash is SHA-256 over a canonical, length-prefixed encoding of every field but
 // the hash itself. The encoding is part of the format version.

@@ -161,7 +161,7 @@ func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
 		PrevHash: head.Hash,
 		Hash:     eventHash(pid, seq, typ, tx.now, compact, head.Hash),
 	}
-	v, err := marshal(eventRecord{PID: e.PID, Seq: e.Seq, Type: e.Type, Time: e.Time, Data: e.Data, PrevHash: e.PrevHash, Hash: e.Hash})
+	v, err := encodeEventRecord(eventRecord{PID: e.PID, Seq: e.Seq, Type: e.Type, Time: e.Time, Data: e.Data, PrevHash: e.PrevHash, Hash: e.Hash})
 	if err != nil {
 		return Event{}, errorf(CodeInvalid, err, "encode event")
 	}
