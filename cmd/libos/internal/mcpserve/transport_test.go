@@ -19,107 +19,6 @@ import (
 	"github.com/agentlibos/libos/tools"
 )
 
-const testKey = "libos/raw-params-test"
-
-// TestRewriteMessage: "tools/call params hold name, arguments and _meta"; any other
-// key, or a key twice, must reach the adapter, so such params travel raw. Everything
-// else passes byte for byte.
-func TestRewriteMessage(t *testing.T) {
-	cases := []struct {
-		rule    string
-		msg     string
-		rewrite bool
-	}{
-		{"plain params pass unchanged", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":1},"_meta":{"progressToken":1}}}`, false},
-		{"params without arguments pass unchanged", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`, false},
-		{"other methods pass unchanged, whatever their params", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"bogus":1}}`, false},
-		{"params that are not an object are the SDK's to refuse", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, false},
-		{"a message that is not JSON is the SDK's to refuse", `{"jsonrpc":`, false},
-		{"an escaped method name is the same method", `{"jsonrpc":"2.0","id":1,"method":"tools\/\u0063all","params":{"name":"echo","bogus":1}}`, true},
-		{"method and params keys match exactly, the last one winning, as in the SDK", `{"jsonrpc":"2.0","id":1,"method":"tools/call","Method":"ping","params":{"name":"echo","bogus":1}}`, true},
-		{"a method key in other case is not the method", `{"jsonrpc":"2.0","id":1,"Method":"tools/call","method":"ping","params":{"name":"echo","bogus":1}}`, false},
-		{"an unknown params key travels raw", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},"bogus":1}}`, true},
-		{"a key differing only in case travels raw", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"echo","arguments":{}}}`, true},
-		{"a duplicated name travels raw", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"other"}}`, true},
-		{"keys the SDK knows but MCP params do not hold travel raw", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","requestState":"x"}}`, true},
-		{"a batch is checked message by message", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","x":1}}]`, true},
-	}
-	for _, c := range cases {
-		t.Run(c.rule, func(t *testing.T) {
-			out, changed := rewriteMessage([]byte(c.msg), testKey)
-			if changed != c.rewrite {
-				t.Fatalf("changed = %v, want %v: %s", changed, c.rewrite, out)
-			}
-			if !changed {
-				if string(out) != c.msg {
-					t.Fatalf("an unchanged message was altered: %s", out)
-				}
-				return
-			}
-			// The raw params are under the key, exactly as sent; the SDK can decode
-			// what is left.
-			var msgs []json.RawMessage
-			if c.msg[0] == '[' {
-				_ = json.Unmarshal(out, &msgs)
-			} else {
-				msgs = []json.RawMessage{out}
-			}
-			found := false
-			for _, m := range msgs {
-				var req struct {
-					Params *mcp.CallToolParamsRaw `json:"params"`
-				}
-				if err := json.Unmarshal(m, &req); err != nil {
-					t.Fatalf("the rewritten message does not decode: %v", err)
-				}
-				if req.Params == nil {
-					continue
-				}
-				if raw, ok := req.Params.Meta[testKey].(string); ok {
-					found = true
-					if !strings.Contains(c.msg, raw) {
-						t.Errorf("raw params %s are not the params sent in %s", raw, c.msg)
-					}
-				}
-			}
-			if !found {
-				t.Fatalf("no raw params in %s", out)
-			}
-		})
-	}
-}
-
-// TestFilterKeepsTheStream: the stdio filter hands the SDK the bytes it would have read
-// (white space, pretty-printed messages, trailing garbage) except for rewritten params.
-func TestFilterKeepsTheStream(t *testing.T) {
-	s := &Server{rawKey: testKey}
-	for _, in := range []string{
-		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\r\n",
-		"{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"method\": \"ping\"\n}\n\n",
-		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} {\"id\":2}\n",
-		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\nnot json {\"id\":2}\n",
-		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{\"unterminated\":",
-	} {
-		out, err := io.ReadAll(s.filter(strings.NewReader(in), 1<<20))
-		if err != nil || string(out) != in {
-			t.Errorf("filter(%q) = %q, %v", in, out, err)
-		}
-	}
-	// A message over the limit is passed through untouched, and so is all that follows.
-	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","bogus":"` + strings.Repeat("x", 200) + `"}}` + "\n" +
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","bogus":1}}` + "\n"
-	out, err := io.ReadAll(s.filter(strings.NewReader(big), 100))
-	if err != nil || string(out) != big {
-		t.Errorf("over the limit: %q, %v", out, err)
-	}
-	// A rewritten message keeps the white space around it.
-	in := "\n  " + `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","bogus":1}}` + "  \n"
-	out, _ = io.ReadAll(s.filter(strings.NewReader(in), 1<<20))
-	if !strings.HasPrefix(string(out), "\n  {") || !strings.HasSuffix(string(out), "}  \n") || !strings.Contains(string(out), testKey) {
-		t.Errorf("rewritten: %q", out)
-	}
-}
-
 // bridge is a kernel with one echo process served by a Server.
 func bridge(t *testing.T) (*Server, *engine.Kernel, *store.Store, string) {
 	t.Helper()
@@ -217,7 +116,7 @@ func TestParamsKeysStdio(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- s.MCP().Run(ctx, s.Transport(inR, outW)) }()
+	go func() { done <- s.Stdio(ctx, inR, outW) }()
 
 	answers := map[string]rpcResponse{}
 	got := make(chan rpcResponse)
@@ -244,14 +143,22 @@ func TestParamsKeysStdio(t *testing.T) {
 		r := <-got
 		answers[string(r.ID)] = r
 	}
-	// A pretty-printed message spanning lines is checked too.
-	send("{\n \"jsonrpc\": \"2.0\",\n \"id\": 99,\n \"method\": \"tools/call\",\n \"params\": {\"name\": \"echo\", \"bogus\": true}\n}")
-	if r := <-got; r.Error == nil || !strings.Contains(string(r.Error.Data), "protocol_frame") {
-		t.Errorf("a multi-line message with an unknown params key: %s %+v", r.Result, r.Error)
+	// MCP's stdio transport: "messages are delimited by newlines, and MUST NOT contain
+	// embedded newlines". A message spread over lines is refused line by line, each
+	// line with an error of id null, and the session goes on.
+	send("{\n \"jsonrpc\": \"2.0\",\n \"id\": 99,\n \"method\": \"ping\"\n}")
+	for range 5 {
+		if r := <-got; r.Error == nil || string(r.ID) != "null" || !strings.Contains(string(r.Error.Data), `"code":"protocol_frame"`) {
+			t.Errorf("a line of a multi-line message: %s %+v", r.ID, r.Error)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":100,"method":"ping"}`)
+	if r := <-got; string(r.ID) != "100" || r.Error != nil {
+		t.Errorf("the session did not go on: %s %+v", r.ID, r.Error)
 	}
 	inW.Close()
 	<-done
-	checkRefusals(t, st, pid, answers, 1) // and the multi-line message
+	checkRefusals(t, st, pid, answers, 5) // and the five lines of the multi-line message
 }
 
 // TestParamsKeysHTTP: the same over streamable HTTP.
@@ -279,6 +186,9 @@ func TestParamsKeysHTTP(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		var r rpcResponse
+		if d, ok := bytes.CutPrefix(bytes.TrimSpace(b), []byte("event: message\ndata: ")); ok {
+			b = d
+		}
 		if len(bytes.TrimSpace(b)) > 0 {
 			if err := json.Unmarshal(b, &r); err != nil {
 				t.Fatalf("%s: %v", b, err)
