@@ -20,7 +20,7 @@ import (
 )
 
 // bridge is a kernel with one echo process served by a Server.
-func bridge(t *testing.T) (*Server, *engine.Kernel, *store.Store, string) {
+func bridge(t testing.TB) (*Server, *engine.Kernel, *store.Store, string) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(t.TempDir(), store.Options{})
