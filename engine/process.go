@@ -44,7 +44,7 @@ type process struct {
 	limits Limits
 	// caps is the live capability set: syscalls.Caller.Capabilities is this very set,
 	// so a revocation stops the next syscall of a call already running.
-	caps               *syscalls.CapSet
+	caps *syscalls.CapSet
 	// policy is the image's route policy, compiled once: egress, secrets, labels.
 	policy             *syscalls.Policy
 	parent, checkpoint string

@@ -92,18 +92,18 @@ var (
 	ErrTapeLeftover     = &Error{Code: CodeTapeLeftover, Message: "syscalls: tape leftover"}
 	ErrTapeInvalid      = &Error{Code: CodeTapeInvalid, Message: "syscalls: tape invalid"}
 
-	ErrURLInvalid          = &Error{Code: CodeURLInvalid, Message: "syscalls: url invalid"}
-	ErrHostNotAllowed      = &Error{Code: CodeHostNotAllowed, Message: "syscalls: host not allowed"}
-	ErrMethodNotAllowed    = &Error{Code: CodeMethodNotAllowed, Message: "syscalls: method not allowed"}
-	ErrAddressNotAllowed   = &Error{Code: CodeAddressNotAllowed, Message: "syscalls: address not allowed"}
-	ErrTooManyRedirects    = &Error{Code: CodeTooManyRedirects, Message: "syscalls: too many redirects"}
-	ErrRequestTooLarge     = &Error{Code: CodeRequestTooLarge, Message: "syscalls: request too large"}
-	ErrResponseTooLarge    = &Error{Code: CodeResponseTooLarge, Message: "syscalls: response too large"}
-	ErrFetchTimeout        = &Error{Code: CodeFetchTimeout, Message: "syscalls: fetch timeout"}
-	ErrFetchFailed         = &Error{Code: CodeFetchFailed, Message: "syscalls: fetch failed"}
-	ErrSecretNotAllowed    = &Error{Code: CodeSecretNotAllowed, Message: "syscalls: secret not allowed"}
-	ErrSecretUnavailable   = &Error{Code: CodeSecretUnavailable, Message: "syscalls: secret unavailable"}
-	ErrDataFlowDenied      = &Error{Code: CodeDataFlowDenied, Message: "syscalls: data flow denied"}
+	ErrURLInvalid        = &Error{Code: CodeURLInvalid, Message: "syscalls: url invalid"}
+	ErrHostNotAllowed    = &Error{Code: CodeHostNotAllowed, Message: "syscalls: host not allowed"}
+	ErrMethodNotAllowed  = &Error{Code: CodeMethodNotAllowed, Message: "syscalls: method not allowed"}
+	ErrAddressNotAllowed = &Error{Code: CodeAddressNotAllowed, Message: "syscalls: address not allowed"}
+	ErrTooManyRedirects  = &Error{Code: CodeTooManyRedirects, Message: "syscalls: too many redirects"}
+	ErrRequestTooLarge   = &Error{Code: CodeRequestTooLarge, Message: "syscalls: request too large"}
+	ErrResponseTooLarge  = &Error{Code: CodeResponseTooLarge, Message: "syscalls: response too large"}
+	ErrFetchTimeout      = &Error{Code: CodeFetchTimeout, Message: "syscalls: fetch timeout"}
+	ErrFetchFailed       = &Error{Code: CodeFetchFailed, Message: "syscalls: fetch failed"}
+	ErrSecretNotAllowed  = &Error{Code: CodeSecretNotAllowed, Message: "syscalls: secret not allowed"}
+	ErrSecretUnavailable = &Error{Code: CodeSecretUnavailable, Message: "syscalls: secret unavailable"}
+	ErrDataFlowDenied    = &Error{Code: CodeDataFlowDenied, Message: "syscalls: data flow denied"}
 )
 
 // unknownSyscallMessage is the one text every unknown route gets, whatever its name:

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+
+	"github.com/agentlibos/libos/liberr"
 )
 
 // Resolver looks host names up; *net.Resolver is one. Tests and embedders with their
@@ -63,7 +65,7 @@ var headerToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 // placeholder is a secret reference in a header value.
 var placeholder = regexp.MustCompile(`\{\{secret:([^{}]*)\}\}`)
 
-func netErr(code, msg string) *Error { return errorf(code, "net.fetch: "+msg, nil) }
+func netErr(code liberr.Code, msg string) *Error { return errorf(code, "net.fetch: "+msg, nil) }
 
 // checkFetch is the policy stage of net.fetch: everything that can be decided before
 // any byte leaves — the image grants egress, the URL parses strictly, its host and the
@@ -474,7 +476,7 @@ func (c *call) deny(err error) error {
 }
 
 // denialCodes are the codes of refusals decided by policy, wherever they happen.
-var denialCodes = map[string]bool{
+var denialCodes = map[liberr.Code]bool{
 	CodeHostNotAllowed: true, CodeMethodNotAllowed: true, CodeAddressNotAllowed: true,
 	CodeURLInvalid: true, CodeTooManyRedirects: true, CodeResponseTooLarge: true,
 	CodeSecretNotAllowed: true, CodeSecretUnavailable: true, CodeDataFlowDenied: true,

@@ -352,26 +352,26 @@ func budgetCounter(name string) string {
 
 // auditEvent is the data of one EventSyscall event.
 type auditEvent struct {
-	Route          string          `json:"route"`
-	Tool           string          `json:"tool,omitempty"`
-	Depth          int             `json:"depth"`
-	Decision       string          `json:"decision"` // allowed | denied
-	Stage          string          `json:"stage"`    // where it stopped: route, args, capability, approval, depth, budget, provider, result, done
-	Code           string          `json:"code,omitempty"`
-	Reason         string          `json:"reason,omitempty"`
-	Cause          string          `json:"cause,omitempty"` // the host-side error behind a failure
-	Capability     string          `json:"capability,omitempty"`
-	Approval       *auditApproval  `json:"approval,omitempty"`
-	Args           json.RawMessage `json:"args,omitempty"` // kept whole when small
-	ArgsBytes      int             `json:"args_bytes"`
-	ArgsSHA256     string          `json:"args_sha256"`
-	ResultSHA256   string          `json:"result_sha256,omitempty"`
+	Route        string          `json:"route"`
+	Tool         string          `json:"tool,omitempty"`
+	Depth        int             `json:"depth"`
+	Decision     string          `json:"decision"` // allowed | denied
+	Stage        string          `json:"stage"`    // where it stopped: route, args, capability, approval, depth, budget, provider, result, done
+	Code         string          `json:"code,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	Cause        string          `json:"cause,omitempty"` // the host-side error behind a failure
+	Capability   string          `json:"capability,omitempty"`
+	Approval     *auditApproval  `json:"approval,omitempty"`
+	Args         json.RawMessage `json:"args,omitempty"` // kept whole when small
+	ArgsBytes    int             `json:"args_bytes"`
+	ArgsSHA256   string          `json:"args_sha256"`
+	ResultSHA256 string          `json:"result_sha256,omitempty"`
 	// Net is what a fetch did: method, host, path, status, sizes, the address
 	// connected to, the names of the secrets sent. Never bodies or values.
 	Net *auditNet `json:"net,omitempty"`
 	// Labels are the data-flow labels this call's result carried.
-	Labels []string `json:"labels,omitempty"`
-	DurationMicros int64           `json:"duration_us"`
+	Labels         []string `json:"labels,omitempty"`
+	DurationMicros int64    `json:"duration_us"`
 }
 
 type auditApproval struct {
