@@ -7,8 +7,10 @@
 // the tape player that replaces every provider during validation.
 //
 // It must not dispatch model tool calls: tools.call reaches the engine only through
-// the ToolCaller the engine hands down. It knows nothing of QuickJS: the sandbox sees
-// a Bound router or a Tape as a wasm.Syscaller, and an *Error as a wasm.SyscallError.
+// the ToolCaller the engine hands down. It knows nothing of QuickJS and does not import
+// the sandbox: a Bound router and a Tape have the method set of wasm.Syscaller, and
+// an *Error is the module's one error type (package liberr), which the sandbox turns
+// into the guest's rejected Promise. So a kernel links no wazero.
 //
 // # The table
 //

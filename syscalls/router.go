@@ -102,7 +102,7 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 			se = errorf(CodeProviderFailed, "provider failed", err)
 			err = se
 		}
-		ev.Decision, ev.Code, ev.Reason = "denied", se.Code, se.Message
+		ev.Decision, ev.Code, ev.Reason = "denied", string(se.Code), se.Message
 		if se.Err != nil {
 			ev.Cause = clip(se.Err.Error(), 512)
 		}

@@ -72,7 +72,7 @@ func auditCount(t testing.TB, s *store.Store, pid string) int {
 func codeOf(err error) string {
 	var se *Error
 	if errors.As(err, &se) {
-		return se.Code
+		return string(se.Code)
 	}
 	if err != nil {
 		return "untyped: " + err.Error()
