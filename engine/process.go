@@ -44,7 +44,9 @@ type process struct {
 	limits Limits
 	// caps is the live capability set: syscalls.Caller.Capabilities is this very set,
 	// so a revocation stops the next syscall of a call already running.
-	caps               *syscalls.CapSet
+	caps *syscalls.CapSet
+	// policy is the image's route policy, compiled once: egress, secrets, labels.
+	policy             *syscalls.Policy
 	parent, checkpoint string
 	created            time.Time
 
@@ -77,9 +79,13 @@ func (k *Kernel) newProcess(pid string, img *Image, caps []string) (*process, er
 	if err := img.Limits.Limits.check("spawn"); err != nil {
 		return nil, err
 	}
+	policy, probs := syscalls.CompilePolicy(img.PolicySpec)
+	if probs != nil {
+		return nil, errorf(CodeInvalidConfig, "spawn: %s: %s", probs[0].At, probs[0].Message)
+	}
 	p := &process{
 		pid: pid, img: img, limits: k.limits.tighten(img.Limits.Limits), caps: syscalls.NewCapSet(),
-		projection: img.Projection, state: StateRunning, tools: map[string]*entry{},
+		policy: policy, projection: img.Projection, state: StateRunning, tools: map[string]*entry{},
 	}
 	for _, c := range caps {
 		p.caps.Grant(syscalls.Capability(c))
@@ -557,4 +563,19 @@ func (k *Kernel) owner(id string) (string, bool) {
 	defer k.ownMu.RUnlock()
 	pid, ok := k.owners[id]
 	return pid, ok
+}
+
+// foldedName returns the name of a tool of p that is name under Unicode case folding, or
+// "". The caller holds p.mu.
+func (p *process) foldedName(name string) string {
+	if _, ok := p.tools[name]; ok {
+		return name
+	}
+	found := ""
+	for n := range p.tools {
+		if SameToolName(n, name) && (found == "" || n < found) {
+			found = n
+		}
+	}
+	return found
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/agentlibos/libos/cmd/libos/internal/mcpserve"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/mcpserver"
 )
 
 type serveFlags struct {
@@ -135,7 +135,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return usageErr("serve: %v", err)
 	}
-	bridge, err := mcpserve.New(sys.k, pid, mcpserve.Options{
+	bridge, err := mcpserver.New(sys.k, pid, mcpserver.Options{
 		Name:         "libos",
 		Version:      version,
 		Instructions: instr,
@@ -186,12 +186,20 @@ func processOf(k *engine.Kernel, img *engine.Image) (string, error) {
 
 // serveStdio runs the protocol on stdin/stdout until the client closes stdin or a
 // signal arrives. On a signal, the kernel stops taking calls and waits for the calls in
+<<<<<<< HEAD
 // flight to settle, and the session ends once every request read has been answered:
 // the answers of the calls that ran reach the client before serve exits. A line that
 // is not one exact JSON-RPC message is answered with an error and the session goes on.
 func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserve.Server) error {
 	stopped := make(chan struct{})
 	defer close(stopped)
+=======
+// flight to settle while the connection is still open, so their answers reach the
+// client; then the connection closes.
+func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserver.Server) error {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+>>>>>>> main
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -209,7 +217,7 @@ func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserve.Serve
 
 // serveHTTP serves streamable HTTP on addr until a signal arrives, then stops
 // accepting connections, lets calls in flight settle and closes.
-func serveHTTP(ctx context.Context, e *env, sys *system, bridge *mcpserve.Server, addr string) error {
+func serveHTTP(ctx context.Context, e *env, sys *system, bridge *mcpserver.Server, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return usageErr("--http %s: %v", addr, err)
