@@ -186,20 +186,12 @@ func processOf(k *engine.Kernel, img *engine.Image) (string, error) {
 
 // serveStdio runs the protocol on stdin/stdout until the client closes stdin or a
 // signal arrives. On a signal, the kernel stops taking calls and waits for the calls in
-<<<<<<< HEAD
 // flight to settle, and the session ends once every request read has been answered:
 // the answers of the calls that ran reach the client before serve exits. A line that
 // is not one exact JSON-RPC message is answered with an error and the session goes on.
-func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserve.Server) error {
+func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserver.Server) error {
 	stopped := make(chan struct{})
 	defer close(stopped)
-=======
-// flight to settle while the connection is still open, so their answers reach the
-// client; then the connection closes.
-func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserver.Server) error {
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
->>>>>>> main
 	go func() {
 		select {
 		case <-ctx.Done():
