@@ -572,7 +572,8 @@ func (j *JIT) tool(c store.Candidate, b store.Binding) (engine.Tool, error) {
 func (j *JIT) handler(program string) engine.Handler {
 	return func(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
 		caller := j.callerFor(call)
-		w := &watch{inner: j.router.For(caller)}
+		b := j.router.For(caller)
+		w := &watch{inner: b}
 		// The sandbox has no ambient clock, in production as in validation: Date.now()
 		// and new Date() throw ambient_clock, and the time reaches a tool only through
 		// clock.now, which checks clock:now and is audited. Math.random is seeded afresh
@@ -580,6 +581,16 @@ func (j *JIT) handler(program string) engine.Handler {
 		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox)})
 		if err != nil {
 			return nil, runError(call.Tool, err, w.denied.Load())
+		}
+		// The model sink: a result that carries labels the image keeps from the model
+		// is withheld, whatever the program did with the refusals it caught.
+		if err := b.CheckResult(ctx); err != nil {
+			var se *syscalls.Error
+			code := Code(syscalls.CodeDataFlowDenied)
+			if errors.As(err, &se) {
+				code = Code(se.Code)
+			}
+			return nil, &Error{Code: code, Message: call.Tool + ": " + strings.TrimPrefix(err.Error(), "syscalls: "), Err: err}
 		}
 		return res.Value, nil
 	}
