@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -272,14 +273,14 @@ func (k *Kernel) process(pid string) (*process, error) {
 // Tools returns the projected tool list of pid, as the model sees it, sorted by name:
 // in direct mode every tool that passes the visibility gate and the Skill gate; in
 // multiplexed mode the non-JIT tools among them plus run_jit_tool.
-func (k *Kernel) Tools(pid string) ([]ToolDef, error) {
+func (k *Kernel) Tools(pid string) ([]render.Tool, error) {
 	p, err := k.process(pid)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.RLock()
 	proj := p.projection
-	var defs []ToolDef
+	var defs []render.Tool
 	for name, e := range p.tools {
 		if p.allowed != nil && !p.allowed[name] {
 			continue
@@ -300,8 +301,8 @@ func (k *Kernel) Tools(pid string) ([]ToolDef, error) {
 	return defs, nil
 }
 
-func (e *entry) def() ToolDef {
-	return ToolDef{Name: e.Name, Description: e.Description, InputSchema: e.inSchema, OutputSchema: e.outSchema, Annotations: e.Annotations, Strict: e.strict}
+func (e *entry) def() render.Tool {
+	return render.Tool{Name: e.Name, Description: e.Description, InputSchema: e.inSchema, OutputSchema: e.outSchema, Annotations: e.Annotations, Strict: e.strict}
 }
 
 // OnToolsChanged subscribes fn to changes of a process's projected tool list (a JIT

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -392,7 +393,7 @@ func (k *Kernel) fail(ctx context.Context, p *process, call *Call, err error) er
 }
 
 // runJITToolDef is the multiplexed pseudo-function. Its schema names no JIT tool.
-var runJITToolDef = ToolDef{
+var runJITToolDef = render.Tool{
 	Name: RunJITTool,
 	Description: "Run a process-local JIT tool by its registered name. Call with exactly " +
 		`{"tool_name": "<registered name>", "arguments": {…}}` + ": the field is tool_name, not name, and arguments must match that tool's input schema.",

@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/engine/render"
 )
 
 // ToolKind says where a tool in a process tool table comes from.
@@ -37,17 +38,9 @@ const RunJITTool = "run_jit_tool"
 // wraps an *Error. Without any code the call fails with tool_failed.
 type Handler func(ctx context.Context, call *Call) (json.RawMessage, error)
 
-// Annotations are hints about a tool's behaviour, rendered as MCP tool annotations.
-type Annotations struct {
-	Title       string
-	ReadOnly    bool // the tool does not change its environment
-	Destructive bool // the tool may destroy or overwrite (meaningful when not ReadOnly)
-	Idempotent  bool // repeating a call with the same arguments has no further effect
-	// OpenWorld: the tool talks to the world outside the libOS. Its tool_called is
-	// synced before its handler runs, so an effect outside the store is never without
-	// its record; other tools' tool_called is durable with their settlement.
-	OpenWorld bool
-}
+// Annotations are a tool's behaviour hints (render.Annotations: the renderings state
+// them to the model). OpenWorld decides when the tool's tool_called is synced.
+type Annotations = render.Annotations
 
 // Tool is one entry of a process tool table: a name, a contract and a handler.
 type Tool struct {
@@ -144,7 +137,7 @@ func compileTool(t Tool, maxDepth int) (*entry, error) {
 		return nil, toolErr(t.Name, `the input schema's root must be {"type":"object", …}`)
 	}
 	e.inSchema = doc.Canonical()
-	e.strict = strictSubset(&doc, true)
+	e.strict = render.Strict(e.inSchema)
 	if len(t.OutputSchema) > 0 {
 		if e.out, doc, err = compileSchema(t.Name, "output", t.OutputSchema, maxDepth); err != nil {
 			return nil, err

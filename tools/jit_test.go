@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
@@ -264,7 +265,7 @@ func TestClockExampleDirect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var def *engine.ToolDef
+	var def *render.Tool
 	for i := range defs {
 		if defs[i].Name == "clock_now" {
 			def = &defs[i]
