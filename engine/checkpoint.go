@@ -345,7 +345,7 @@ func (k *Kernel) RevokeBinding(ctx context.Context, pid, name, reason string) er
 	e := p.tools[name]
 	p.mu.RUnlock()
 	if e == nil || e.Kind != KindJIT {
-		return &Error{Code: CodeNotFound, Tool: name, Message: fmt.Sprintf("process %s has no JIT tool named %q", pid, name)}
+		return &Error{Layer: layer, Code: CodeNotFound, Message: fmt.Sprintf("process %s has no JIT tool named %q", pid, name)}
 	}
 	var missing bool
 	err = k.RemoveTool(ctx, pid, name, func(tx *store.Tx) error {
@@ -361,7 +361,7 @@ func (k *Kernel) RevokeBinding(ctx context.Context, pid, name, reason string) er
 		return err
 	})
 	if missing {
-		return &Error{Code: CodeNotFound, Tool: name, Message: fmt.Sprintf("process %s has no committed binding for %q", pid, name), Err: err}
+		return &Error{Layer: layer, Code: CodeNotFound, Message: fmt.Sprintf("process %s has no committed binding for %q", pid, name), Err: err}
 	}
 	return err
 }

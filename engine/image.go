@@ -147,7 +147,7 @@ func DefaultImage(skills fs.FS) (*Image, error) {
 func LoadImage(fsys fs.FS, name string) (*Image, error) {
 	data, err := fs.ReadFile(fsys, name)
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidImage, Message: "image: " + err.Error(), Err: err}
+		return nil, &Error{Layer: layer, Code: CodeInvalidImage, Message: "image: " + err.Error(), Err: err}
 	}
 	return parseImage(data, fsys, path.Dir(name))
 }

@@ -238,7 +238,7 @@ func (k *Kernel) Close() error {
 func (k *Kernel) Runtime() *Runtime { return k.runtime }
 
 func storageErr(what string, err error) *Error {
-	return &Error{Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
+	return &Error{Layer: layer, Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
 }
 
 func newID(prefix string) string {
@@ -358,9 +358,7 @@ func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist fu
 	p.mu.Lock()
 	if _, taken := p.tools[t.Name]; taken {
 		p.mu.Unlock()
-		e := errorf(CodeToolConflict, "process %s already has a tool named %q", pid, t.Name)
-		e.Tool = t.Name
-		return e
+		return errorf(CodeToolConflict, "process %s already has a tool named %q", pid, t.Name)
 	}
 	err = k.st.Update(ctx, func(tx *store.Tx) error {
 		if persist != nil {
@@ -377,9 +375,9 @@ func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist fu
 	p.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return &Error{Code: CodeToolConflict, Tool: t.Name, Message: "install " + t.Name + ": " + err.Error(), Err: err}
+			return &Error{Layer: layer, Code: CodeToolConflict, Message: "install " + t.Name + ": " + err.Error(), Err: err}
 		}
-		return &Error{Code: CodeStorage, Tool: t.Name, Message: "install " + t.Name + ": " + err.Error(), Err: err}
+		return &Error{Layer: layer, Code: CodeStorage, Message: "install " + t.Name + ": " + err.Error(), Err: err}
 	}
 	k.notify(pid)
 	return nil
@@ -401,7 +399,7 @@ func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(
 	e, ok := p.tools[name]
 	if !ok || e.Kind != KindJIT {
 		p.mu.Unlock()
-		return &Error{Code: CodeToolConflict, Tool: name, Message: fmt.Sprintf("process %s has no JIT tool named %q", pid, name)}
+		return &Error{Layer: layer, Code: CodeToolConflict, Message: fmt.Sprintf("process %s has no JIT tool named %q", pid, name)}
 	}
 	err = k.st.Update(ctx, func(tx *store.Tx) error {
 		if persist != nil {
@@ -417,7 +415,7 @@ func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(
 	}
 	p.mu.Unlock()
 	if err != nil {
-		return &Error{Code: CodeStorage, Tool: name, Message: "remove " + name + ": " + err.Error(), Err: err}
+		return &Error{Layer: layer, Code: CodeStorage, Message: "remove " + name + ": " + err.Error(), Err: err}
 	}
 	k.notify(pid)
 	return nil

@@ -185,7 +185,7 @@ func (ps problems) err(code Code, what string) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	return &Error{Code: code, Details: ps, Message: fmt.Sprintf("%s: %d problem(s): %s", what, len(ps), describeDetails(ps))}
+	return &Error{Layer: layer, Code: code, Details: ps, Message: fmt.Sprintf("%s: %d problem(s): %s", what, len(ps), describeDetails(ps))}
 }
 
 // SkillInfo is one entry of a process's Skill catalog: what the model sees.

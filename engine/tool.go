@@ -103,9 +103,7 @@ type entry struct {
 }
 
 func toolErr(name, format string, args ...any) *Error {
-	e := errorf(CodeInvalidTool, "tool %q: "+format, append([]any{name}, args...)...)
-	e.Tool = name
-	return e
+	return errorf(CodeInvalidTool, "tool %q: "+format, append([]any{name}, args...)...)
 }
 
 func compileTool(t Tool, maxDepth int) (*entry, error) {

@@ -77,30 +77,41 @@ func (e *Error) Is(target error) bool {
 	return ok && t.ErrorCode() == string(e.Code)
 }
 
-// CodeOf returns the code of the outermost error in err's chain that has one, in the
-// order errors.As searches it: an error that wraps a coded error is what its maker
+// CodeOf returns the code of the outermost error in err's chain that has one (an
+// ErrorCode() string method, as *Error has), in the order errors.As searches it: an error that wraps a coded error is what its maker
 // meant, so its code wins over the wrapped one. It returns "" for nil and for an
 // error without a code.
 func CodeOf(err error) Code {
-	if e := Outermost(err); e != nil {
-		return e.Code
+	if c := outermost(err); c != nil {
+		return Code(c.ErrorCode())
 	}
 	return ""
 }
 
-// Outermost returns the outermost *Error in err's chain with a code, or nil.
+// Outermost returns the outermost coded error in err's chain (see CodeOf) when it is
+// an *Error, else nil.
 func Outermost(err error) *Error {
+	e, _ := outermost(err).(*Error)
+	return e
+}
+
+type coded interface {
+	error
+	ErrorCode() string
+}
+
+func outermost(err error) coded {
 	for err != nil {
-		if e, ok := err.(*Error); ok && e.Code != "" {
-			return e
+		if c, ok := err.(coded); ok && c.ErrorCode() != "" {
+			return c
 		}
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, inner := range u.Unwrap() {
-				if e := Outermost(inner); e != nil {
-					return e
+				if c := outermost(inner); c != nil {
+					return c
 				}
 			}
 			return nil

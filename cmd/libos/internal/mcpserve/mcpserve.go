@@ -242,7 +242,7 @@ func (s *Server) failure(name string, err error) (*mcp.CallToolResult, error) {
 	var e *engine.Error
 	if errors.As(err, &e) {
 		msg = e.Message
-		te.Tool = e.Tool
+		te.Tool = name
 		te.Details = e.Details
 	}
 	te.Code, te.Message = code, msg
