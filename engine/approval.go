@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -542,8 +543,8 @@ func (c *Call) SyscallCaller() syscalls.Caller {
 	// its audit events and staged writes to that sync.
 	caller.Deferred = true
 	caller.Approver = routeApprover{k: c.k, p: c.p, via: c.Via}
-	caller.Approvals = c.p.img.routeApprovals()
-	caller.Budgets = cloneMap(c.p.img.Limits.SyscallBudgets)
+	caller.Approvals = c.p.img.RouteApprovals()
+	caller.Budgets = maps.Clone(c.p.img.Limits.SyscallBudgets)
 	caller.Tools = c.k.runtime.Tools
 	return caller
 }

@@ -80,7 +80,7 @@ func (k *Kernel) HandleFrame(ctx context.Context, pid string, frame []byte) (*Re
 	if err != nil {
 		return nil, err
 	}
-	n, err := normalizeFrame(frame, p.limits.adapter())
+	n, err := normalizeFrame(frame, adapterLimitsOf(p.limits))
 	if err != nil {
 		return nil, k.rejectFrame(ctx, p, viaModel, frame, err)
 	}
@@ -135,8 +135,8 @@ func (h *HostTools) call(ctx context.Context, pid, name string, args json.RawMes
 
 // hostArgs applies the adapter's argument rules to host-supplied arguments.
 func hostArgs(args json.RawMessage, lim Limits) (jsonx.Value, error) {
-	if len(args) > lim.adapter().maxFrameBytes {
-		return jsonx.Value{}, errorf(CodeLimitExceeded, "protocol frame: arguments are %d bytes, more than the %d-byte frame limit", len(args), lim.adapter().maxFrameBytes)
+	if len(args) > adapterLimitsOf(lim).maxFrameBytes {
+		return jsonx.Value{}, errorf(CodeLimitExceeded, "protocol frame: arguments are %d bytes, more than the %d-byte frame limit", len(args), adapterLimitsOf(lim).maxFrameBytes)
 	}
 	if len(strings.TrimSpace(string(args))) == 0 {
 		return jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}, nil
@@ -225,7 +225,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 		name, nested, details := muxEnvelope(&args)
 		if details != nil {
 			return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeSchemaInvalid, Details: details,
-				Message: RunJITTool + ` arguments must be exactly {"tool_name": string, "arguments": object}: ` + describeDetails(details)})
+				Message: RunJITTool + ` arguments must be exactly {"tool_name": string, "arguments": object}: ` + liberr.DescribeDetails(details)})
 		}
 		p.mu.RLock()
 		e = p.tools[name]
@@ -237,7 +237,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	}
 	if details := validate(e.in, &args); details != nil {
 		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeSchemaInvalid, Details: details,
-			Message: fmt.Sprintf("arguments of %s do not match its input schema: %s", e.Name, describeDetails(details))})
+			Message: fmt.Sprintf("arguments of %s do not match its input schema: %s", e.Name, liberr.DescribeDetails(details))})
 	}
 
 	// Visibility gate, then the Skill gate: while Skills are active, a call from the
@@ -332,7 +332,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	if e.out != nil {
 		if details := validate(e.out, &v); details != nil {
 			return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeOutputInvalid, Details: details,
-				Message: fmt.Sprintf("result of %s does not match its output schema: %s", e.Name, describeDetails(details))})
+				Message: fmt.Sprintf("result of %s does not match its output schema: %s", e.Name, liberr.DescribeDetails(details))})
 		}
 	}
 	canon := v.Canonical()
@@ -412,7 +412,7 @@ func muxEnvelope(args *jsonx.Value) (string, jsonx.Value, []Detail) {
 		case "name":
 			details = append(details, Detail{Path: "/name", Message: `the field is "tool_name", not "name"`})
 		default:
-			details = append(details, Detail{Path: "/" + escapePointer(m.Key), Message: `unexpected key: run_jit_tool takes only "tool_name" and "arguments"`})
+			details = append(details, Detail{Path: "/" + jsonx.EscapePointer(m.Key), Message: `unexpected key: run_jit_tool takes only "tool_name" and "arguments"`})
 		}
 	}
 	var name string
@@ -434,8 +434,4 @@ func muxEnvelope(args *jsonx.Value) (string, jsonx.Value, []Detail) {
 		nested = *a
 	}
 	return name, nested, details
-}
-
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }

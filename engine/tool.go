@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/engine/internal/jsonx"
 	"github.com/agentlibos/libos/engine/render"
 )
@@ -25,10 +25,10 @@ const (
 	KindJIT ToolKind = "jit"
 )
 
-// RunJITTool is the multiplexed projection's pseudo-function. It is never a process
-// tool: no tool may have this name, it is never installed in a tool table, and the
-// host API refuses it.
-const RunJITTool = "run_jit_tool"
+// RunJITTool is the multiplexed projection's pseudo-function (image.RunJITTool). It
+// is never a process tool: no tool may have this name, it is never installed in a
+// tool table, and the host API refuses it.
+const RunJITTool = image.RunJITTool
 
 // Handler runs one tool call. It receives the normalised call and returns the result
 // as JSON; the pipeline checks the result's size, exactness and output schema before
@@ -84,13 +84,13 @@ type Call struct {
 	Capabilities []string
 	// Sandbox are the image's bounds for one JIT tool call in the sandbox (zero
 	// fields: the sandbox's defaults).
-	Sandbox SandboxLimits
+	Sandbox image.SandboxLimits
 
 	k *Kernel
 	p *process
 }
 
-var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var toolNameRE = image.ToolName
 
 // entry is a tool with its schemas compiled once.
 type entry struct {
@@ -205,23 +205,4 @@ func validate(s *jsonschema.Schema, v *jsonx.Value) []Detail {
 		return !strings.HasPrefix(out[i].Message, "validation failed") && strings.HasPrefix(out[j].Message, "validation failed")
 	})
 	return out
-}
-
-func describeDetails(ds []Detail) string {
-	var b strings.Builder
-	for i, d := range ds {
-		if i == 3 {
-			fmt.Fprintf(&b, "; and %d more", len(ds)-3)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		p := d.Path
-		if p == "" {
-			p = "/"
-		}
-		fmt.Fprintf(&b, "at %s: %s", p, d.Message)
-	}
-	return b.String()
 }

@@ -3,6 +3,7 @@ package liberr
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -141,4 +142,25 @@ func Clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// DescribeDetails writes the first three details as one line ("at /a: …; at /b: …;
+// and 2 more"), for an error's message.
+func DescribeDetails(ds []Detail) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(ds)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		p := d.Path
+		if p == "" {
+			p = "/"
+		}
+		fmt.Fprintf(&b, "at %s: %s", p, d.Message)
+	}
+	return b.String()
 }
