@@ -2,7 +2,7 @@
 //
 // It owns the declarative route table (name, argument and result JSON Schemas,
 // required capability, approval class, side-effect class, provider, doc line), the
-// router that enforces route lookup → argument validation → capability → approval →
+// router that enforces route lookup → capability → approval → argument validation →
 // budget → provider → result validation → audit, the providers (clock, kv, tools), and
 // the tape player that replaces every provider during validation.
 //
