@@ -546,6 +546,7 @@ func (c *Call) SyscallCaller() syscalls.Caller {
 	caller.Approvals = c.p.img.RouteApprovals()
 	caller.Budgets = maps.Clone(c.p.img.Limits.SyscallBudgets)
 	caller.Tools = c.k.runtime.Tools
+	caller.Policy = c.p.policy
 	return caller
 }
 

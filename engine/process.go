@@ -47,7 +47,9 @@ type process struct {
 	limits Limits
 	// caps is the live capability set: syscalls.Caller.Capabilities is this very set,
 	// so a revocation stops the next syscall of a call already running.
-	caps               *syscalls.CapSet
+	caps *syscalls.CapSet
+	// policy is the image's route policy, compiled once: egress, secrets, labels.
+	policy             *syscalls.Policy
 	parent, checkpoint string
 	created            time.Time
 
@@ -80,9 +82,13 @@ func (k *Kernel) newProcess(pid string, img *image.Image, caps []string) (*proce
 	if err := checkLimits(img.Limits.Limits, "spawn"); err != nil {
 		return nil, err
 	}
+	policy, probs := syscalls.CompilePolicy(img.PolicySpec)
+	if probs != nil {
+		return nil, errorf(CodeInvalidConfig, "spawn: %s: %s", probs[0].At, probs[0].Message)
+	}
 	p := &process{
 		pid: pid, img: img, limits: tighten(k.limits, img.Limits.Limits), caps: syscalls.NewCapSet(),
-		projection: img.Projection, state: StateRunning, tools: map[string]*entry{},
+		policy: policy, projection: img.Projection, state: StateRunning, tools: map[string]*entry{},
 	}
 	for _, c := range caps {
 		p.caps.Grant(syscalls.Capability(c))
@@ -598,6 +604,16 @@ func (k *Kernel) checkImage(img *image.Image) error {
 	for i, t := range img.Tools {
 		if _, ok := k.builtins[t]; !ok && t != RunJITTool {
 			ps.Add("/tools/"+strconv.Itoa(i), "this kernel has no built-in tool %q", t)
+		}
+	}
+	// An image made in Go gets the same policy checks as a manifest.
+	_, probs := syscalls.CompilePolicy(img.PolicySpec)
+	for _, p := range probs {
+		ps.Add(p.At, "%s", p.Message)
+	}
+	for i, t := range img.ExternalTools {
+		if !slices.Contains(img.Tools, t) {
+			ps.Add("/external_tools/"+strconv.Itoa(i), "tool %q is not among the image's tools", t)
 		}
 	}
 	return ps.Err(CodeInvalidImage, fmt.Sprintf("image %s@%s", img.Name, img.Version))
