@@ -15,8 +15,9 @@
 // legacy action), so that every decision about a call is the kernel's and reaches the
 // audit log.
 //
-// Data: JSON-RPC messages arrive on the stdio transport (Stdio, one message per line)
-// or the streamable HTTP handler (Handler, one per POST). Each is parsed exactly once
+// Data: JSON-RPC messages arrive on the stdio transport (Stdio, one message per line),
+// the streamable HTTP handler (Handler, one per POST) or any other transport of the SDK
+// through Wrap. Each is parsed exactly once
 // before the SDK sees it (gate.go): one exact JSON object and nothing after it, JSON-RPC
 // members only and in their exact case, no duplicate key, ids the SDK carries exactly,
 // params that are objects, and tools/call params of exactly name, arguments and _meta.
