@@ -4,10 +4,10 @@
 GO       ?= go
 BUILD    := build
 GUEST    := wasm/libos_guest.wasm
-GUEST_SRC := $(wildcard wasm/guest/*)
+GUEST_SRC := $(wildcard wasm/guest/*) $(wildcard wasm/internal/fuel/*.go wasm/internal/fuel/instrument/*.go)
 GOFLAGS_TEST ?=
 
-.PHONY: all build guest test bench check run clean toolchain quickjs native
+.PHONY: all build guest test bench check run clean toolchain quickjs native soak
 
 all: build
 
@@ -36,6 +36,11 @@ native: $(BUILD)/quickjs/.verified
 
 test: $(GUEST)
 	$(GO) test -race -timeout 20m $(GOFLAGS_TEST) ./...
+
+# The long suites: every runaway guest under several budgets, four at once, repeated.
+# Prints the counts RELIABILITY.md records.
+soak: $(GUEST)
+	LIBOS_SOAK=1 $(GO) test -run 'Soak' -v -timeout 60m ./wasm/ | grep -E '^(---|ok|FAIL|\s+\S+_test.go:[0-9]+: runaways:)'
 
 bench: $(GUEST) native
 	LIBOS_NATIVE_BENCH=$(CURDIR)/$(BUILD)/native/qjs-bench $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...

@@ -81,6 +81,13 @@ read -r -a extra_ldflags <<< "${GUEST_LDFLAGS:-}"
 ldflags+=("${extra_ldflags[@]}")
 
 mkdir -p "$(dirname "$out")"
-"$cc" "${ldflags[@]}" -o "$out.tmp" "$work"/obj/*.o -lc-printscan-long-double -lm \
+"$cc" "${ldflags[@]}" -o "$work/raw.wasm" "$work"/obj/*.o -lc-printscan-long-double -lm \
 	|| die "link failed"
+# Every function and every loop of the linked module gets a fuel check (see
+# wasm/internal/fuel), so that no guest code runs long without reaching the host.
+# BUILD_DIR/guest/raw.wasm stays for the benchmarks that measure what the checks cost.
+command -v "${GO:-go}" >/dev/null || die "go not found (the fuel instrumentation is a Go program)"
+abs() { case "$1" in /*) echo "$1";; *) echo "$PWD/$1";; esac; }
+(cd "$here/../.." && "${GO:-go}" run ./wasm/internal/fuel/instrument "$(abs "$work/raw.wasm")" "$(abs "$out.tmp")") \
+	|| die "fuel instrumentation failed"
 mv "$out.tmp" "$out"
