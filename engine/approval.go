@@ -545,6 +545,7 @@ func (c *Call) SyscallCaller() syscalls.Caller {
 	caller.Approvals = c.p.img.routeApprovals()
 	caller.Budgets = cloneMap(c.p.img.Limits.SyscallBudgets)
 	caller.Tools = c.k.runtime.Tools
+	caller.Policy = c.p.policy
 	return caller
 }
 
