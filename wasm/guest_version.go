@@ -5,11 +5,11 @@ package wasm
 // builtGuest records how libos_guest.wasm was built. 'make guest' writes it together with
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
-	SHA256:         "a268547dab4d40a5ab0d874de339c5b9e67f625626e205e1deec9086f778ddbc",
+	SHA256:         "70b1bf675acce524dae60f6d78d5ed5e347fc170e8f26510604b7d0bc6e1a209",
 	QuickJSRelease: "2021-03-27",
 	QuickJSSource:  "npm qjsc@0.3.0 sha256:4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee",
 	Clang:          "Debian clang version 16.0.6 (15~deb12u1)",
 	WASILibc:       "0.0~git20220510.9886d3d-2",
 	PatchSHA256:    "4ced54a59c465a3d55cdd37fc29fdded72be6e75513e4629b1e6cb272812c976",
-	SourcesSHA256:  "c0c3f5ee1443bf61bdf3e9b1a87e3d3d9289236f0b169d158687cf4ec843a855",
+	SourcesSHA256:  "56f6bbe4dd3600635ee9e029aadf041446ab04bf202668a0cca62c94a4eefe2c",
 }
