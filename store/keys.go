@@ -12,18 +12,19 @@ const formatVersion = 1
 // Key tables. Every key starts with a table name and a 0x00 separator; IDs never
 // contain 0x00, so no key of one table or process is a prefix of another's.
 const (
-	tMeta   = "meta"
-	tProc   = "proc"
-	tHead   = "head"
-	tEvent  = "evt"
-	tOpen   = "open"
-	tResult = "res"
-	tCand   = "cand"
-	tBind   = "bind"
-	tAppr   = "appr"
-	tCkpt   = "ckpt"
-	tBudget = "budget"
-	tKV     = "kv"
+	tMeta    = "meta"
+	tProc    = "proc"
+	tHead    = "head"
+	tEvent   = "evt"
+	tOpen    = "open"
+	tResult  = "res"
+	tCand    = "cand"
+	tBind    = "bind"
+	tAppr    = "appr"
+	tCkpt    = "ckpt"
+	tBudget  = "budget"
+	tKV      = "kv"
+	tJournal = "jrnl"
 )
 
 const sep = 0x00

@@ -49,6 +49,9 @@ type call struct {
 	// writes are committed atomically with the call's audit event, and only if the
 	// call succeeds.
 	writes []func(tx *store.Tx) error
+	// labels are the data-flow labels of the result, recorded in the call's journal
+	// entry; a provider whose result carries labels sets them.
+	labels []string
 }
 
 func (c *call) str(key string) string {
