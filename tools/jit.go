@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -554,6 +555,18 @@ func (j *JIT) tool(c store.Candidate, b store.Binding) (engine.Tool, error) {
 	}, nil
 }
 
+// CallSeed is the Math.random seed of JIT tool call callID: fresh for every call
+// (call IDs carry 128 random bits) and recorded with it (the call ID is in the hash-
+// chained tool_called event), so that a replay draws the same numbers. It is never 0,
+// which would ask the sandbox for a random seed.
+func CallSeed(callID string) uint64 {
+	sum := sha256.Sum256([]byte("libos.seed.v1\x00" + callID))
+	if s := binary.BigEndian.Uint64(sum[:8]); s != 0 {
+		return s
+	}
+	return 1
+}
+
 // fixedClock is the clock behind Date in every JIT tool call.
 func fixedClock() time.Time { return ValidationTime }
 
@@ -567,8 +580,9 @@ func (j *JIT) handler(program string) engine.Handler {
 		w := &watch{inner: j.router.For(caller)}
 		// Date reads the fixed validation clock, in production as in validation: the
 		// live time reaches a tool only through clock.now, which checks clock:now and is
-		// audited. Math.random is seeded afresh for every call.
-		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox), Now: fixedClock})
+		// audited. Math.random is seeded afresh for every call, from the call's ID, so
+		// that a replay of the call draws the same numbers.
+		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox), Now: fixedClock, Seed: CallSeed(call.CallID)})
 		if err != nil {
 			return nil, runError(call.Tool, err, w.denied.Load())
 		}
