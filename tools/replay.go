@@ -84,7 +84,7 @@ func (r ReplayResult) Text() string {
 		if d.Syscall != nil {
 			fmt.Fprintf(&b, "syscall %d ", *d.Syscall)
 		}
-		b.WriteString(strings.ReplaceAll(d.Kind, "_", " "))
+		b.WriteString(map[string]string{"result": "result", "syscall_order": "order", "syscall_args": "arguments"}[d.Kind])
 		if d.Path != "" && d.Path != "$" {
 			b.WriteString(" at " + d.Path)
 		}

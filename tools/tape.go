@@ -272,3 +272,12 @@ func exportCall(st *store.Store, c *storedCall) (TestCase, error) {
 	}
 	return TestCase{Args: args, Expected: res.Structured, Syscalls: tape}, nil
 }
+
+// CallTool names the tool of call callID of process pid.
+func CallTool(st *store.Store, pid, callID string) (string, error) {
+	c, err := findCall(st, pid, callID)
+	if err != nil {
+		return "", err
+	}
+	return c.tool, nil
+}

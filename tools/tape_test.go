@@ -118,7 +118,7 @@ func TestLiveCallExportValidateReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := call + ` clock_visits: different
-  syscall 2 syscall args at $.value: expected 2, observed 3
+  syscall 2 arguments at $.value: expected 2, observed 3
   - kv.put {"key":"visits","value":2}
   + kv.put {"key":"visits","value":3}`
 	if r.Verdict != tools.VerdictDifferent || r.Text() != want {
