@@ -30,7 +30,7 @@ func probe(router **syscalls.Router, between func(call *engine.Call)) engine.Too
 				_, err := b.Syscall(ctx, in.Route, in.Args)
 				var se *syscalls.Error
 				if errors.As(err, &se) {
-					return se.Code
+					return string(se.Code)
 				}
 				if err != nil {
 					return err.Error()

@@ -2,13 +2,15 @@
 //
 // It owns the declarative route table (name, argument and result JSON Schemas,
 // required capability, approval class, side-effect class, provider, doc line), the
-// router that enforces route lookup → argument validation → capability → approval →
+// router that enforces route lookup → capability → approval → argument validation →
 // budget → provider → result validation → audit, the providers (clock, kv, tools), and
 // the tape player that replaces every provider during validation.
 //
 // It must not dispatch model tool calls: tools.call reaches the engine only through
-// the ToolCaller the engine hands down. It knows nothing of QuickJS: the sandbox sees
-// a Bound router or a Tape as a wasm.Syscaller, and an *Error as a wasm.SyscallError.
+// the ToolCaller the engine hands down. It knows nothing of QuickJS and does not import
+// the sandbox: a Bound router and a Tape have the method set of wasm.Syscaller, and
+// an *Error is the module's one error type (package liberr), which the sandbox turns
+// into the guest's rejected Promise. So a kernel links no wazero.
 //
 // # The table
 //

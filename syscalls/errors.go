@@ -1,6 +1,6 @@
 package syscalls
 
-import "github.com/agentlibos/libos/wasm"
+import "github.com/agentlibos/libos/liberr"
 
 // Codes are the stable machine codes a syscall can fail with. They reach the guest as
 // the code of the rejected Promise and the audit log as the reason of a denial.
@@ -37,26 +37,12 @@ const (
 	CodeTapeInvalid = "tape_invalid"
 )
 
-// Error is a syscall failure with a stable code. Messages start with "syscalls: ".
-// errors.Is matches any *Error with the same code, so the sentinels below work as
-// targets: errors.Is(err, syscalls.ErrCapabilityDenied).
-type Error struct {
-	Code    string
-	Message string
-	// Err is the underlying cause, if any. It is never shown to the guest.
-	Err error
-}
-
-func (e *Error) Error() string { return e.Message }
-
-// Unwrap returns the underlying cause.
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is reports whether target is an *Error with the same code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
+// Error is a syscall failure: the module's one error type. Its code reaches the guest
+// as the code of the rejected Promise and the audit log as the reason of a denial;
+// errors.Is matches any error with the same code, so the sentinels below work as
+// targets: errors.Is(err, syscalls.ErrCapabilityDenied). Err, the cause, is never
+// shown to the guest.
+type Error = liberr.Error
 
 // Sentinels, one per code, for errors.Is.
 var (
@@ -81,22 +67,6 @@ var (
 // which layer refused.
 const unknownSyscallMessage = "unknown syscall"
 
-func errorf(code, msg string, cause error) *Error {
+func errorf(code liberr.Code, msg string, cause error) *Error {
 	return &Error{Code: code, Message: "syscalls: " + msg, Err: cause}
 }
-
-// As lets the sandbox see an *Error as the *wasm.SyscallError it turns into a rejected
-// Promise: the guest gets the code and the message, never the underlying cause.
-func (e *Error) As(target any) bool {
-	if p, ok := target.(**wasm.SyscallError); ok {
-		*p = &wasm.SyscallError{Code: e.Code, Message: e.Message}
-		return true
-	}
-	return false
-}
-
-// What the engine hands to wasm.Run.
-var (
-	_ wasm.Syscaller = (*Bound)(nil)
-	_ wasm.Syscaller = (*Tape)(nil)
-)

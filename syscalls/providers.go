@@ -14,6 +14,7 @@ import (
 	_ "time/tzdata" // IANA zones without a system tz database (air-gapped hosts)
 	"unicode/utf8"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -284,7 +285,7 @@ func runToolsCall(ctx context.Context, c *call) (json.RawMessage, error) {
 		var se *Error
 		var coded interface{ ErrorCode() string }
 		if !errors.As(err, &se) && errors.As(err, &coded) && coded.ErrorCode() != "" {
-			return nil, errorf(coded.ErrorCode(), err.Error(), err)
+			return nil, errorf(liberr.Code(coded.ErrorCode()), err.Error(), err)
 		}
 	}
 	return out, err

@@ -94,7 +94,7 @@ func (r *Router) For(caller Caller) *Bound {
 	return b
 }
 
-// Syscall runs one call: route lookup → argument validation → capability → approval →
+// Syscall runs one call: route lookup → capability → approval → argument validation →
 // budget → provider → result validation → audit event. Every outcome, allowed or
 // denied, is one audit event; a call whose event cannot be written fails.
 func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
@@ -109,7 +109,7 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 			se = errorf(CodeProviderFailed, "provider failed", err)
 			err = se
 		}
-		ev.Decision, ev.Code, ev.Reason = "denied", se.Code, se.Message
+		ev.Decision, ev.Code, ev.Reason = "denied", string(se.Code), se.Message
 		if se.Err != nil {
 			ev.Cause = clip(se.Err.Error(), 512)
 		}
@@ -160,12 +160,6 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 		return nil, &Error{Code: CodeUnknownSyscall, Message: unknownSyscallMessage}
 	}
 
-	ev.Stage = "args"
-	argv, err := validateArgs(rt, args)
-	if err != nil {
-		return nil, err
-	}
-
 	ev.Stage = "capability"
 	ev.Capability = string(rt.auth.capability)
 	if c.Capabilities == nil || !c.Capabilities.Has(rt.auth.capability) {
@@ -175,10 +169,26 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 
 	ev.Stage = "approval"
 	if class := effectiveApproval(rt, c); class == ApprovalOperator {
+		if len(args) > 0 && !json.Valid(args) {
+			// Nobody is asked to approve text that is not JSON; saying so reveals
+			// nothing about the route's contract.
+			ev.Stage = "args"
+			_, err := validateArgs(rt, args)
+			return nil, err
+		}
 		ev.Approval = &auditApproval{Class: string(class)}
 		if err := b.approve(ctx, rt, args, ev.Approval); err != nil {
 			return nil, err
 		}
+	}
+
+	// Arguments are checked only once the caller holds the authority for the route:
+	// a refusal names what the route expects, which a caller without the capability
+	// must not learn (the model has no syscall-schema introspection).
+	ev.Stage = "args"
+	argv, err := validateArgs(rt, args)
+	if err != nil {
+		return nil, err
 	}
 
 	if rt.provider.nests {

@@ -382,7 +382,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 	// A tape mismatch outranks the run's own failure, which it usually caused (the
 	// program did not catch the rejection); a caught mismatch fails the test too.
 	if te != nil && te.Code != syscalls.CodeTapeLeftover {
-		return fail(te.Code, strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
+		return fail(string(te.Code), strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
 	}
 	if runErr != nil {
 		var we *wasm.Error
@@ -397,7 +397,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 	}
 	if te != nil { // leftovers, after a run that succeeded
 		tr.Observed = observed(res.Value)
-		return fail(te.Code, strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
+		return fail(string(te.Code), strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
 	}
 	got, err := jsonv.Decode(res.Value, 0)
 	if err != nil {

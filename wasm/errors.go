@@ -44,7 +44,7 @@ const (
 const (
 	// CodeUnknownSyscall is the one fixed answer to every syscall when Run has no Syscaller.
 	CodeUnknownSyscall = "unknown_syscall"
-	// CodeSyscallFailed replaces any Syscaller error that is not a *SyscallError, so that
+	// CodeSyscallFailed replaces any Syscaller error that is not a *liberr.Error, so that
 	// host internals never reach the guest.
 	CodeSyscallFailed = "syscall_failed"
 	// CodeSyscallArgsInvalid: the guest passed arguments that are not JSON.
@@ -93,20 +93,6 @@ func (e *Error) Is(target error) bool {
 		return false
 	}
 	return t.Code == e.Code && (t.Limit == "" || t.Limit == e.Limit)
-}
-
-// SyscallError is how a Syscaller refuses a call: the guest's Promise rejects with an Error
-// whose code and message are these. A Syscaller may return it directly or wrapped.
-type SyscallError struct {
-	Code    string
-	Message string
-}
-
-func (e *SyscallError) Error() string {
-	if e.Message == "" {
-		return "wasm: syscall: " + e.Code
-	}
-	return "wasm: syscall: " + e.Code + ": " + e.Message
 }
 
 // maxErrorText bounds the message and stack of a guest error: a program can throw an

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/agentlibos/libos/liberr"
 	"github.com/tetratelabs/wazero/api"
 )
 
@@ -218,10 +220,10 @@ func (c *call) invoke(name string, args json.RawMessage) (resp []byte, interrupt
 		return nil, true
 	}
 	if err != nil {
-		var se *SyscallError
+		var se *liberr.Error
 		switch {
 		case errors.As(err, &se):
-			return errorResponse(se.Code, se.Message), false
+			return errorResponse(string(se.Code), se.Error()), false
 		case c.ctx.Err() != nil:
 			// The Syscaller gave up because the call's time ran out or the caller
 			// cancelled; the flag may not be set yet when the timer races us.

@@ -16,7 +16,7 @@ import (
 
 // Syscaller is supplied by the caller: the syscall router in production, a tape in
 // validation. The guest's libos.syscall(name, args) reaches it with args as JSON text; the
-// result must be JSON. Return a *SyscallError (possibly wrapped) to reject the guest's
+// result must be JSON. Return a *liberr.Error (possibly wrapped) to reject the guest's
 // Promise with its code and message; any other error reaches the guest only as the generic
 // CodeSyscallFailed. Syscall must return when ctx is done: ctx ends at the call's wall-time
 // deadline or when the caller cancels, and Run cannot return before Syscall does.

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentlibos/libos/liberr"
 )
 
 // "Run(ctx, program, argsJSON, syscaller, limits) → result where program is JavaScript that
@@ -249,7 +251,7 @@ func TestRunSyscalls(t *testing.T) {
 		case "clock.now":
 			return json.RawMessage(`{"iso8601":"2026-01-02T03:04:05+00:00","unix_seconds":1767323045}`), nil
 		case "denied":
-			return nil, fmt.Errorf("router: %w", &SyscallError{Code: "capability_denied", Message: "kv:write is not granted"})
+			return nil, fmt.Errorf("router: %w", &liberr.Error{Code: "capability_denied", Message: "kv:write is not granted"})
 		case "internal":
 			return nil, errors.New("pebble: /secret/path/000123.sst: corrupted")
 		case "panics":
@@ -259,7 +261,7 @@ func TestRunSyscalls(t *testing.T) {
 		case "nil":
 			return nil, nil
 		}
-		return nil, &SyscallError{Code: "unknown_syscall", Message: "unknown syscall"}
+		return nil, &liberr.Error{Code: "unknown_syscall", Message: "unknown syscall"}
 	})
 	prog := `async function run(args, libos) {
 		const out = {};
@@ -284,7 +286,7 @@ func TestRunSyscalls(t *testing.T) {
 	}
 	check("now", `{"iso8601":"2026-01-02T03:04:05+00:00","unix_seconds":1767323045}`)
 	check("denied", `{"isError":true,"code":"capability_denied","message":"kv:write is not granted"}`)
-	// "a non-SyscallError error becomes a generic code without leaking internals"
+	// "an error that is not a *liberr.Error becomes a generic code without leaking internals"
 	check("internal", `{"isError":true,"code":"syscall_failed","message":"syscall failed"}`)
 	// "panics inside host functions — recover them"
 	check("panics", `{"isError":true,"code":"syscall_failed","message":"syscall failed"}`)
@@ -714,7 +716,7 @@ func TestRunNested(t *testing.T) {
 			_, err := e.Run(ctx, `function run() { for (;;) {} }`, nil, sys, Options{Limits: Limits{WallTime: time.Minute}})
 			return nil, err
 		}
-		return nil, &SyscallError{Code: "unknown_syscall", Message: "unknown syscall"}
+		return nil, &liberr.Error{Code: "unknown_syscall", Message: "unknown syscall"}
 	})
 	res := mustRun(t, e, `async function run(a, libos) { return await libos.syscall("double", {n: 21}); }`, `{}`, sys, Options{})
 	if string(res.Value) != `42` {

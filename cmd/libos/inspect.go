@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentlibos/libos/cmd/libos/internal/mcpserve"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/mcpserver"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -122,7 +122,7 @@ its typed code and message are printed on stderr.`,
 					res, err = sys.k.Runtime().Tools.Call(cmd.Context(), pid, args[1], rawArgs)
 				default:
 					if frame == nil {
-						frame, err = mcpserve.Frame(args[1], rawArgs)
+						frame, err = mcpserver.Frame(args[1], rawArgs)
 						if err != nil {
 							return usageErr("%v", err)
 						}

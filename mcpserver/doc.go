@@ -1,5 +1,6 @@
-// Package mcpserve serves one libOS process over the Model Context Protocol with the
-// official Go SDK.
+// Package mcpserver serves one libOS process over the Model Context Protocol with the
+// official Go SDK. It is public so that a program embedding the libOS serves MCP exactly
+// as the libos command does: the command holds no MCP logic of its own.
 //
 // What it owns: only the translation between MCP and the kernel. tools/list is the
 // process's projection as the engine renders it for MCP; tools/call hands the call to
@@ -26,4 +27,4 @@
 // The SDK's tool registry is a mirror of the projection, refreshed when the kernel
 // reports a change (engine.Kernel.OnToolsChanged), so the SDK answers tools/list from
 // it and sends notifications/tools/list_changed.
-package mcpserve
+package mcpserver
