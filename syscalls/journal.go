@@ -58,8 +58,8 @@ func (j *journal) entry(pid, callID, route string, args, result json.RawMessage,
 	argsOK := json.Compact(&cargs, args) == nil
 	size := cargs.Len()
 	if se != nil {
-		e.Error = &store.JournalError{Code: se.Code, Message: se.Message}
-		size += len(se.Message)
+		e.Error = &store.JournalError{Code: string(se.Code), Message: se.Error()}
+		size += len(e.Error.Message)
 	} else {
 		e.ResultBytes, e.ResultSHA256 = len(result), sha256hex(result)
 		size += len(result)
