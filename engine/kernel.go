@@ -355,9 +355,12 @@ func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist fu
 	}
 	data, _ := json.Marshal(map[string]any{"change": "installed", "tool": t.Name, "kind": KindJIT, "tool_id": t.ID})
 	p.mu.Lock()
-	if _, taken := p.tools[t.Name]; taken {
+	if taken := p.foldedName(t.Name); taken != "" {
 		p.mu.Unlock()
-		e := errorf(CodeToolConflict, "process %s already has a tool named %q", pid, t.Name)
+		e := errorf(CodeToolConflict, "process %s already has a tool named %q", pid, taken)
+		if taken != t.Name {
+			e = errorf(CodeToolConflict, "process %s already has a tool named %q, the same name as %q under case folding", pid, taken, t.Name)
+		}
 		e.Tool = t.Name
 		return e
 	}

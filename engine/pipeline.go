@@ -128,7 +128,7 @@ func (h *HostTools) call(ctx context.Context, pid, name string, args json.RawMes
 		return nil, k.rejectFrame(ctx, p, viaHost, args, err)
 	}
 	v.Remove(actionKey)
-	return k.dispatch(ctx, p, request{name: name, args: v, argBytes: len(args), via: viaHost, depth: depth})
+	return k.dispatch(ctx, p, request{name: ToolName(name), args: v, argBytes: len(args), via: viaHost, depth: depth})
 }
 
 // hostArgs applies the adapter's argument rules to host-supplied arguments.
@@ -417,10 +417,10 @@ func muxEnvelope(args *jsonx.Value) (string, jsonx.Value, []Detail) {
 	switch tn, ok := args.Get("tool_name"); {
 	case !ok:
 		details = append(details, Detail{Path: "", Message: `missing required "tool_name"`})
-	case tn.Kind != jsonx.String || tn.S == "":
+	case tn.Kind != jsonx.String || ToolName(tn.S) == "":
 		details = append(details, Detail{Path: "/tool_name", Message: "must be a non-empty string"})
 	default:
-		name = tn.S
+		name = ToolName(tn.S)
 	}
 	var nested jsonx.Value
 	switch a, ok := args.Get("arguments"); {

@@ -558,3 +558,18 @@ func (k *Kernel) owner(id string) (string, bool) {
 	pid, ok := k.owners[id]
 	return pid, ok
 }
+
+// foldedName returns the name of a tool of p that is name under Unicode case folding, or
+// "". The caller holds p.mu.
+func (p *process) foldedName(name string) string {
+	if _, ok := p.tools[name]; ok {
+		return name
+	}
+	found := ""
+	for n := range p.tools {
+		if SameToolName(n, name) && (found == "" || n < found) {
+			found = n
+		}
+	}
+	return found
+}

@@ -213,8 +213,10 @@ func TestHostAPI(t *testing.T) {
 				t.Fatalf("%s: host arguments %s: %v", proj, bad, err)
 			}
 		}
-		if _, err := e.k.Runtime().Tools.Call(ctx, pid, " echo", nil); codeOf(err) != "unknown_tool" {
-			t.Fatalf("the host API names tools exactly: %v", err)
+		// One rule for a tool name on every path (TestToolNameConfusion has the table):
+		// ASCII white space is trimmed, nothing else.
+		if _, err := e.k.Runtime().Tools.Call(ctx, pid, "\u00a0echo", nil); codeOf(err) != "unknown_tool" {
+			t.Fatalf("the host API trims only ASCII white space: %v", err)
 		}
 	}
 }

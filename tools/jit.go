@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -209,6 +210,16 @@ func (j *JIT) nameTaken(k *engine.Kernel, pid, name string) (string, error) {
 	}
 	if kind, ok := info.Tools[name]; ok {
 		return fmt.Sprintf("%q is already a %s tool of this process", name, kind), nil
+	}
+	names := make([]string, 0, len(info.Tools))
+	for n := range info.Tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if engine.SameToolName(n, name) {
+			return fmt.Sprintf("%q is the %s tool %q of this process under case folding", name, info.Tools[n], n), nil
+		}
 	}
 	if _, err := j.st.Binding(pid, name); err == nil {
 		return fmt.Sprintf("%q is already bound in this process", name), nil
