@@ -552,6 +552,7 @@ func (c *Call) SyscallCaller() syscalls.Caller {
 	caller.Budgets = cloneMap(c.p.img.Limits.SyscallBudgets)
 	caller.Journal = c.p.img.Limits.Journal
 	caller.Tools = c.k.runtime.Tools
+	caller.Policy = c.p.policy
 	return caller
 }
 

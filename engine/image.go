@@ -80,6 +80,10 @@ type Image struct {
 	Limits     ImageLimits `json:"limits,omitzero"`
 	// Approvals raise routes and tools to operator approval.
 	Approvals ApprovalPolicy `json:"approvals,omitzero"`
+	// PolicySpec is the route policy: net (egress), secrets, labels, data_flow and
+	// external_tools, top-level fields of the manifest. Its zero value refuses every
+	// fetch and labels nothing.
+	syscalls.PolicySpec
 }
 
 // ImageLimits are an image's limits: the kernel's per-call limits (which only
@@ -133,6 +137,7 @@ type manifest struct {
 	Projection   Projection     `json:"projection"`
 	Limits       ImageLimits    `json:"limits"`
 	Approvals    ApprovalPolicy `json:"approvals"`
+	syscalls.PolicySpec
 }
 
 // DefaultImage is the image embedded in the binary: echo, the JIT lifecycle tools and
@@ -229,6 +234,7 @@ func decodeManifest(data []byte, fsys fs.FS, dir string, ps *problems) *Image {
 	img.Instructions = strings.TrimSpace(m.Instructions)
 	img.Tools, img.BaseTools, img.Capabilities = m.Tools, m.BaseTools, m.Capabilities
 	img.Projection, img.Limits, img.Approvals = m.Projection, m.Limits, m.Approvals
+	img.PolicySpec = m.PolicySpec
 	if img.Projection == "" {
 		img.Projection = Direct
 	}
@@ -405,6 +411,18 @@ func checkManifest(doc map[string]any, fsys fs.FS, dir string, ps *problems) *Im
 		}
 	}
 
+	for _, i := range ordered(stringsAt(doc, "external_tools")) {
+		if t := stringsAt(doc, "external_tools")[i]; !tools[t] {
+			ps.add("/external_tools/"+strconv.Itoa(i), "tool %q is not among the image's tools", t)
+		}
+	}
+	if spec, ok := policySpecOf(doc); ok {
+		_, probs := syscalls.CompilePolicy(spec)
+		for _, p := range probs {
+			ps.add(p.At, "%s", p.Message)
+		}
+	}
+
 	skillList := stringsAt(doc, "skills")
 	if len(skillList) > 0 && !tools[SkillToolName] {
 		ps.add("/tools", "the image ships Skills but does not enable %s, so none could be activated", SkillToolName)
@@ -444,6 +462,24 @@ func checkManifest(doc map[string]any, fsys fs.FS, dir string, ps *problems) *Im
 	return img
 }
 
+// policySpecOf reads the route policy fields of the document. It is false when they
+// do not decode (a type the schema already reports), so those problems are not listed
+// twice.
+func policySpecOf(doc map[string]any) (syscalls.PolicySpec, bool) {
+	var spec syscalls.PolicySpec
+	part := map[string]any{}
+	for _, k := range []string{"net", "secrets", "labels", "data_flow", "external_tools"} {
+		if v, ok := doc[k]; ok {
+			part[k] = v
+		}
+	}
+	raw, err := json.Marshal(part)
+	if err != nil || json.Unmarshal(raw, &spec) != nil {
+		return syscalls.PolicySpec{}, false
+	}
+	return spec, true
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
@@ -481,6 +517,7 @@ func (img *Image) clone() *Image {
 	}
 	c.Approvals.Routes = cloneMap(img.Approvals.Routes)
 	c.Approvals.Tools = cloneMap(img.Approvals.Tools)
+	c.PolicySpec = img.PolicySpec.Clone()
 	return &c
 }
 
@@ -543,6 +580,16 @@ func (k *Kernel) checkImage(img *Image) error {
 	for i, t := range img.Tools {
 		if _, ok := k.builtins[t]; !ok && t != RunJITTool {
 			ps.add("/tools/"+strconv.Itoa(i), "this kernel has no built-in tool %q", t)
+		}
+	}
+	// An image made in Go gets the same policy checks as a manifest.
+	_, probs := syscalls.CompilePolicy(img.PolicySpec)
+	for _, p := range probs {
+		ps.add(p.At, "%s", p.Message)
+	}
+	for i, t := range img.ExternalTools {
+		if !slices.Contains(img.Tools, t) {
+			ps.add("/external_tools/"+strconv.Itoa(i), "tool %q is not among the image's tools", t)
 		}
 	}
 	return ps.err(CodeInvalidImage, fmt.Sprintf("image %s@%s", img.Name, img.Version))

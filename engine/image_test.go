@@ -78,7 +78,7 @@ func TestBadImages(t *testing.T) {
 			"/name: does not match", "/version: does not match", "/projection: must be one of", "/tools: items at 0 and 2 are equal",
 			"/tools/1: run_jit_tool is not a process tool", "/base_tools/0: not among the image's tools",
 			"/capabilities/1: no syscall route requires capability \"fs:write\"", "/limits/max_calls: minimum",
-			"/limits/max_depth: want integer", "/limits/syscall_budgets/net: is not", "/approvals/routes/kv.put: must be one of",
+			"/limits/max_depth: want integer", "/limits/syscall_budgets/shell: is not", "/approvals/routes/kv.put: must be one of",
 			"/approvals/routes/shell.exec: is not a route", "/approvals/tools/register_jit_tool: not among the image's tools"}},
 		{"bad-format.yaml", "a versioned manifest: another format version is refused", []string{"/format: libos.image/v1"}},
 		{"bad-missing-required.yaml", "format, name, version and tools are required", []string{": missing properties 'format', 'name', 'version', 'tools'"}},

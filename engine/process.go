@@ -44,7 +44,9 @@ type process struct {
 	limits Limits
 	// caps is the live capability set: syscalls.Caller.Capabilities is this very set,
 	// so a revocation stops the next syscall of a call already running.
-	caps               *syscalls.CapSet
+	caps *syscalls.CapSet
+	// policy is the image's route policy, compiled once: egress, secrets, labels.
+	policy             *syscalls.Policy
 	parent, checkpoint string
 	created            time.Time
 
@@ -77,9 +79,13 @@ func (k *Kernel) newProcess(pid string, img *Image, caps []string) (*process, er
 	if err := img.Limits.Limits.check("spawn"); err != nil {
 		return nil, err
 	}
+	policy, probs := syscalls.CompilePolicy(img.PolicySpec)
+	if probs != nil {
+		return nil, errorf(CodeInvalidConfig, "spawn: %s: %s", probs[0].At, probs[0].Message)
+	}
 	p := &process{
 		pid: pid, img: img, limits: k.limits.tighten(img.Limits.Limits), caps: syscalls.NewCapSet(),
-		projection: img.Projection, state: StateRunning, tools: map[string]*entry{},
+		policy: policy, projection: img.Projection, state: StateRunning, tools: map[string]*entry{},
 	}
 	for _, c := range caps {
 		p.caps.Grant(syscalls.Capability(c))

@@ -51,6 +51,9 @@ type Caller struct {
 	// settlement, because the store's log is replayed as a prefix after a crash. False:
 	// each syscall's writes are synced before Syscall returns.
 	Deferred bool
+	// Policy is the image's route policy: egress, secrets, labels and data-flow rules.
+	// Nil is the zero policy: every fetch is refused and nothing is labelled.
+	Policy *Policy
 }
 
 // BudgetAll is the budget name that counts every routed syscall of a process.

@@ -35,6 +35,39 @@ const (
 	CodeTapeLeftover = "tape_leftover"
 	// CodeTapeInvalid: a tape entry is malformed.
 	CodeTapeInvalid = "tape_invalid"
+
+	// CodeURLInvalid: a fetch URL (or a redirect's location) does not pass the strict
+	// parse: not http(s), user information, an address in an unusual form, a
+	// malformed host or port.
+	CodeURLInvalid = "url_invalid"
+	// CodeHostNotAllowed: the image grants no egress to the host (or to a redirect's
+	// host), or no egress at all.
+	CodeHostNotAllowed = "host_not_allowed"
+	// CodeMethodNotAllowed: the image does not allow the fetch's HTTP method.
+	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeAddressNotAllowed: the host resolves only to addresses that are not public
+	// (loopback, private, link-local, CGNAT, metadata, …) and that the image does not
+	// name exactly.
+	CodeAddressNotAllowed = "address_not_allowed"
+	// CodeTooManyRedirects: a fetch was redirected more often than the image allows.
+	CodeTooManyRedirects = "too_many_redirects"
+	// CodeRequestTooLarge: a fetch's body is larger than the image allows.
+	CodeRequestTooLarge = "request_too_large"
+	// CodeResponseTooLarge: a response's body is larger than the image allows.
+	CodeResponseTooLarge = "response_too_large"
+	// CodeFetchTimeout: no complete response within the fetch's time limit (the
+	// image's timeout or the call's own).
+	CodeFetchTimeout = "fetch_timeout"
+	// CodeFetchFailed: the connection or the HTTP exchange failed.
+	CodeFetchFailed = "fetch_failed"
+	// CodeSecretNotAllowed: a header names a secret the image does not declare, or one
+	// that may not go to the fetch's host; or a placeholder is outside header values.
+	CodeSecretNotAllowed = "secret_not_allowed"
+	// CodeSecretUnavailable: a declared secret has no usable value on the host.
+	CodeSecretUnavailable = "secret_unavailable"
+	// CodeDataFlowDenied: a value carrying a label would reach a sink the image's
+	// data-flow rules forbid for it.
+	CodeDataFlowDenied = "data_flow_denied"
 )
 
 // Error is a syscall failure: the module's one error type. Its code reaches the guest
@@ -58,6 +91,19 @@ var (
 	ErrTapeMismatch     = &Error{Code: CodeTapeMismatch, Message: "syscalls: tape mismatch"}
 	ErrTapeLeftover     = &Error{Code: CodeTapeLeftover, Message: "syscalls: tape leftover"}
 	ErrTapeInvalid      = &Error{Code: CodeTapeInvalid, Message: "syscalls: tape invalid"}
+
+	ErrURLInvalid        = &Error{Code: CodeURLInvalid, Message: "syscalls: url invalid"}
+	ErrHostNotAllowed    = &Error{Code: CodeHostNotAllowed, Message: "syscalls: host not allowed"}
+	ErrMethodNotAllowed  = &Error{Code: CodeMethodNotAllowed, Message: "syscalls: method not allowed"}
+	ErrAddressNotAllowed = &Error{Code: CodeAddressNotAllowed, Message: "syscalls: address not allowed"}
+	ErrTooManyRedirects  = &Error{Code: CodeTooManyRedirects, Message: "syscalls: too many redirects"}
+	ErrRequestTooLarge   = &Error{Code: CodeRequestTooLarge, Message: "syscalls: request too large"}
+	ErrResponseTooLarge  = &Error{Code: CodeResponseTooLarge, Message: "syscalls: response too large"}
+	ErrFetchTimeout      = &Error{Code: CodeFetchTimeout, Message: "syscalls: fetch timeout"}
+	ErrFetchFailed       = &Error{Code: CodeFetchFailed, Message: "syscalls: fetch failed"}
+	ErrSecretNotAllowed  = &Error{Code: CodeSecretNotAllowed, Message: "syscalls: secret not allowed"}
+	ErrSecretUnavailable = &Error{Code: CodeSecretUnavailable, Message: "syscalls: secret unavailable"}
+	ErrDataFlowDenied    = &Error{Code: CodeDataFlowDenied, Message: "syscalls: data flow denied"}
 )
 
 // unknownSyscallMessage is the one text every unknown route gets, whatever its name:

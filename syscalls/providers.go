@@ -50,9 +50,12 @@ type call struct {
 	// writes are committed atomically with the call's audit event, and only if the
 	// call succeeds.
 	writes []func(tx *store.Tx) error
-	// labels are the data-flow labels of the result, recorded in the call's journal
-	// entry; a provider whose result carries labels sets them.
-	labels []string
+	// ev is the call's audit event, for what a route records of its own (Net, Labels).
+	ev *auditEvent
+	// fetch is net.fetch's plan, made by its policy stage.
+	fetch *fetchPlan
+	// taint is the set of labels the call (and the calls it belongs to) has seen.
+	taint *taint
 }
 
 func (c *call) str(key string) string {
@@ -278,6 +281,9 @@ func runToolsCall(ctx context.Context, c *call) (json.RawMessage, error) {
 	if err != nil {
 		return nil, argErr(c, "arguments is not JSON")
 	}
+	// The called tool shares this call's taint: it starts with its labels, and what it
+	// sees comes back with its result.
+	ctx = context.WithValue(ctx, taintKey{}, c.taint)
 	out, err := c.caller.Tools.CallTool(ctx, c.caller.PID, c.str("tool"), args, depth)
 	if err != nil {
 		// The engine's errors carry a stable code meant for the model (unknown_tool,

@@ -12,6 +12,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"crypto/tls"
+	"net"
+	"os"
+
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/store"
 )
@@ -36,6 +40,14 @@ type RouterConfig struct {
 	// ApprovalTimeout bounds how long a call waits for an approval decision, on top of
 	// the call's own deadline; zero means DefaultApprovalTimeout.
 	ApprovalTimeout time.Duration
+	// Resolver resolves the host names net.fetch reaches; nil means net.DefaultResolver.
+	Resolver Resolver
+	// LookupEnv reads the environment variables secrets come from; nil means
+	// os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
+	// TLS is the client configuration of https fetches (roots); nil means the
+	// system's roots.
+	TLS *tls.Config
 }
 
 // Router is the production syscall path. It is safe for concurrent use; For binds it to
@@ -46,6 +58,9 @@ type Router struct {
 	maxDepth        int
 	approvalTimeout time.Duration
 	routes          map[string]*route
+	resolver        Resolver
+	lookupEnv       func(string) (string, bool)
+	tls             *tls.Config
 }
 
 // NewRouter checks cfg and compiles the route table (once per program).
@@ -63,6 +78,18 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		maxDepth:        cfg.MaxToolDepth,
 		approvalTimeout: cfg.ApprovalTimeout,
 		routes:          rs,
+		resolver:        cfg.Resolver,
+		lookupEnv:       cfg.LookupEnv,
+		tls:             cfg.TLS,
+	}
+	if r.resolver == nil {
+		r.resolver = net.DefaultResolver
+	}
+	if r.lookupEnv == nil {
+		r.lookupEnv = os.LookupEnv
+	}
+	if r.tls == nil {
+		r.tls = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	if r.clock == nil {
 		r.clock = ClockFunc(time.Now)
@@ -82,6 +109,9 @@ type Bound struct {
 	caller Caller
 	// jr journals the syscalls of the caller's tool call; nil when there is none.
 	jr *journal
+	// taint is the call's own data-flow labels, unless a tools.call above handed its
+	// own down through the context (taintOf).
+	taint taint
 }
 
 // For binds the router to caller. The result implements wasm.Syscaller. A caller with
@@ -130,11 +160,9 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 	if b.jr != nil {
 		var se *Error
 		errors.As(err, &se)
-		var labels []string
-		if staged != nil {
-			labels = staged.labels
-		}
-		e := b.jr.entry(b.caller.PID, b.caller.CallID, ev.Route, args, result, se, labels)
+		// The labels the route's result carried: a call that saw them is refused for
+		// export when the image's rules keep them inside.
+		e := b.jr.entry(b.caller.PID, b.caller.CallID, ev.Route, args, result, se, ev.Labels)
 		entry = &e
 	}
 	ev.DurationMicros = time.Since(start).Microseconds()
@@ -160,6 +188,9 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 		return nil, &Error{Code: CodeUnknownSyscall, Message: unknownSyscallMessage}
 	}
 
+	if rt.opaqueArgs {
+		ev.Args = nil // bodies and header values stay out of the log; the digest stays
+	}
 	ev.Stage = "capability"
 	ev.Capability = string(rt.auth.capability)
 	if c.Capabilities == nil || !c.Capabilities.Has(rt.auth.capability) {
@@ -191,6 +222,21 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 		return nil, err
 	}
 
+	cl := &call{router: b.r, caller: c, route: rt, raw: args, args: argv, ev: ev, taint: b.taintOf(ctx)}
+	if rt.check != nil {
+		// The route's own policy slot, decided before anything is charged or sent.
+		ev.Stage = "policy"
+		if err := rt.check(cl); err != nil {
+			return nil, err
+		}
+	}
+	if rt.flow != nil {
+		ev.Stage = "data_flow"
+		if err := rt.flow(cl); err != nil {
+			return nil, err
+		}
+	}
+
 	if rt.provider.nests {
 		// A refused nesting is a decision like a refused capability: denied before any
 		// budget is charged, never an allowed call whose provider failed.
@@ -216,7 +262,6 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 			return nil, errorf(CodeAuditFailed, rt.name+": could not make the call's record durable before its effect; the provider did not run", err)
 		}
 	}
-	cl := &call{router: b.r, caller: c, route: rt, raw: args, args: argv}
 	*staged = cl
 	out, err := rt.provider.run(ctx, cl)
 	if err != nil {
@@ -333,23 +378,28 @@ func budgetCounter(name string) string {
 
 // auditEvent is the data of one EventSyscall event.
 type auditEvent struct {
-	Route          string          `json:"route"`
-	Tool           string          `json:"tool,omitempty"`
-	CallID         string          `json:"call_id,omitempty"` // the tool call making the syscall
-	Journal        *auditJournal   `json:"journal,omitempty"`
-	Depth          int             `json:"depth"`
-	Decision       string          `json:"decision"` // allowed | denied
-	Stage          string          `json:"stage"`    // where it stopped: route, args, capability, approval, depth, budget, provider, result, done
-	Code           string          `json:"code,omitempty"`
-	Reason         string          `json:"reason,omitempty"`
-	Cause          string          `json:"cause,omitempty"` // the host-side error behind a failure
-	Capability     string          `json:"capability,omitempty"`
-	Approval       *auditApproval  `json:"approval,omitempty"`
-	Args           json.RawMessage `json:"args,omitempty"` // kept whole when small
-	ArgsBytes      int             `json:"args_bytes"`
-	ArgsSHA256     string          `json:"args_sha256"`
-	ResultSHA256   string          `json:"result_sha256,omitempty"`
-	DurationMicros int64           `json:"duration_us"`
+	Route        string          `json:"route"`
+	Tool         string          `json:"tool,omitempty"`
+	CallID       string          `json:"call_id,omitempty"` // the tool call making the syscall
+	Journal      *auditJournal   `json:"journal,omitempty"`
+	Depth        int             `json:"depth"`
+	Decision     string          `json:"decision"` // allowed | denied
+	Stage        string          `json:"stage"`    // where it stopped: route, args, capability, approval, depth, budget, provider, result, done
+	Code         string          `json:"code,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	Cause        string          `json:"cause,omitempty"` // the host-side error behind a failure
+	Capability   string          `json:"capability,omitempty"`
+	Approval     *auditApproval  `json:"approval,omitempty"`
+	Args         json.RawMessage `json:"args,omitempty"` // kept whole when small
+	ArgsBytes    int             `json:"args_bytes"`
+	ArgsSHA256   string          `json:"args_sha256"`
+	ResultSHA256 string          `json:"result_sha256,omitempty"`
+	// Net is what a fetch did: method, host, path, status, sizes, the address
+	// connected to, the names of the secrets sent. Never bodies or values.
+	Net *auditNet `json:"net,omitempty"`
+	// Labels are the data-flow labels this call's result carried.
+	Labels         []string `json:"labels,omitempty"`
+	DurationMicros int64    `json:"duration_us"`
 }
 
 // auditJournal names the journal entry of a syscall: its index in the call and the

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -112,7 +115,14 @@ func (e *echoTools) CallTool(ctx context.Context, pid, tool string, args json.Ra
 // arguments, a missing capability, approval approve/deny/timeout and budget
 // exhaustion, each asserting the code and that an audit event was written.
 func TestRouterEveryRoute(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"ok":true}`) }))
+	defer srv.Close()
+	pol, probs := CompilePolicy(PolicySpec{Net: &NetSpec{Allow: []string{srv.Listener.Addr().String()}, AllowAddresses: []string{"127.0.0.1"}}})
+	if probs != nil {
+		t.Fatal(probs)
+	}
 	valid := map[string]string{
+		"net.fetch":  `{"url":"` + srv.URL + `/x"}`,
 		"clock.now":  `{"timezone":"UTC"}`,
 		"kv.get":     `{"key":"k"}`,
 		"kv.put":     `{"key":"k","value":{"n":1}}`,
@@ -121,6 +131,7 @@ func TestRouterEveryRoute(t *testing.T) {
 		"tools.call": `{"tool":"echo","arguments":{"a":1}}`,
 	}
 	invalid := map[string]string{
+		"net.fetch":  `{"url":7}`,
 		"clock.now":  `{"tz":"UTC"}`,
 		"kv.get":     `{"key":""}`,
 		"kv.put":     `{"key":"k"}`,
@@ -172,8 +183,8 @@ func TestRouterEveryRoute(t *testing.T) {
 		for _, v := range variants {
 			t.Run(rt.Name+"/"+v.rule, func(t *testing.T) {
 				r, s := newRouter(t, RouterConfig{ApprovalTimeout: 20 * time.Millisecond})
-				all := NewCapSet(CapClockNow, CapKVRead, CapKVWrite, CapToolsCall)
-				c := Caller{PID: "p1", Tool: "t", Capabilities: all, Tools: &echoTools{r: r, caps: all}}
+				all := NewCapSet(CapClockNow, CapKVRead, CapKVWrite, CapToolsCall, CapNetFetch)
+				c := Caller{PID: "p1", Tool: "t", Capabilities: all, Tools: &echoTools{r: r, caps: all}, Policy: pol}
 				if v.approval != nil {
 					c.Approvals = map[string]ApprovalClass{rt.Name: ApprovalOperator}
 				}

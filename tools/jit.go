@@ -588,7 +588,8 @@ func fixedClock() time.Time { return ValidationTime }
 func (j *JIT) handler(program string) engine.Handler {
 	return func(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
 		caller := j.callerFor(call)
-		w := &watch{inner: j.router.For(caller)}
+		b := j.router.For(caller)
+		w := &watch{inner: b}
 		// Date reads the fixed validation clock, in production as in validation: the
 		// live time reaches a tool only through clock.now, which checks clock:now and is
 		// audited. Math.random is seeded afresh for every call, from the call's ID, so
@@ -596,6 +597,16 @@ func (j *JIT) handler(program string) engine.Handler {
 		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox), Now: fixedClock, Seed: CallSeed(call.CallID)})
 		if err != nil {
 			return nil, runError(call.Tool, err, w.denied.Load())
+		}
+		// The model sink: a result that carries labels the image keeps from the model
+		// is withheld, whatever the program did with the refusals it caught.
+		if err := b.CheckResult(ctx); err != nil {
+			var se *syscalls.Error
+			code := Code(syscalls.CodeDataFlowDenied)
+			if errors.As(err, &se) {
+				code = Code(se.Code)
+			}
+			return nil, &Error{Code: code, Message: call.Tool + ": " + strings.TrimPrefix(err.Error(), "syscalls: "), Err: err}
 		}
 		return res.Value, nil
 	}
