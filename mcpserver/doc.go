@@ -15,8 +15,9 @@
 // legacy action), so that every decision about a call is the kernel's and reaches the
 // audit log.
 //
-// Data: JSON-RPC messages arrive on the stdio transport (Transport) or the streamable
-// HTTP handler (Handler), which look at each tools/call before the SDK decodes it:
+// Data: JSON-RPC messages arrive on the stdio transport (Transport), the streamable
+// HTTP handler (Handler) or any other transport of the SDK through Wrap, which look at
+// each tools/call before the SDK decodes it:
 // params with a key other than name, arguments and _meta, or a key twice, would lose
 // those keys in the SDK's decoding, so they are passed on raw and become the frame
 // {"method":"tools/call","params":<params as sent>}, which the adapter refuses
