@@ -578,9 +578,6 @@ func CallSeed(callID string) uint64 {
 	return 1
 }
 
-// fixedClock is the clock behind Date in every JIT tool call.
-func fixedClock() time.Time { return ValidationTime }
-
 // handler runs a registered JIT tool. The engine has already checked the arguments
 // against the input schema (a schema-invalid call never gets here) and checks the
 // result against the output schema afterwards; an output failure does not undo the
@@ -590,11 +587,11 @@ func (j *JIT) handler(program string) engine.Handler {
 		caller := j.callerFor(call)
 		b := j.router.For(caller)
 		w := &watch{inner: b}
-		// Date reads the fixed validation clock, in production as in validation: the
-		// live time reaches a tool only through clock.now, which checks clock:now and is
-		// audited. Math.random is seeded afresh for every call, from the call's ID, so
-		// that a replay of the call draws the same numbers.
-		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox), Now: fixedClock, Seed: CallSeed(call.CallID)})
+		// The sandbox has no ambient clock, in production as in validation: Date.now()
+		// and new Date() throw ambient_clock, and the time reaches a tool only through
+		// clock.now, which checks clock:now and is audited. Math.random is seeded afresh
+		// for every call, from the call's ID, so that a replay draws the same numbers.
+		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox), Seed: CallSeed(call.CallID)})
 		if err != nil {
 			return nil, runError(call.Tool, err, w.denied.Load())
 		}

@@ -107,8 +107,8 @@ func Summary(rs []ReplayResult) string {
 
 // Replay runs the code of settled JIT tool call callID of process pid again, in the
 // sandbox, against the call's journal as a tape (no provider, capability or budget is
-// consulted, nothing is written), with the call's own Math.random seed and the fixed
-// Date clock, and compares: the syscalls the code makes (order and arguments) and
+// consulted, nothing is written), with the call's own Math.random seed (and, as in
+// production, no ambient clock), and compares: the syscalls the code makes (order and arguments) and
 // what it returns (the value, or the code of the error the call failed with). The
 // first difference is reported. A call that cannot be replayed is a result with
 // verdict not_replayable and the refusal's code; the error is for the store itself
@@ -283,7 +283,7 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	res, runErr := rp.sb.Run(ctx, p.source, args, w, wasm.Options{Limits: rp.opts.Limits, Now: fixedClock, Seed: CallSeed(c.id)})
+	res, runErr := rp.sb.Run(ctx, p.source, args, w, wasm.Options{Limits: rp.opts.Limits, Seed: CallSeed(c.id)})
 	if ctx.Err() != nil {
 		return ReplayResult{}, ctx.Err()
 	}

@@ -86,8 +86,10 @@ const (
 	CodeTruncated = "diagnostics_truncated"
 )
 
-// ValidationTime is what Date.now() and new Date() read while a test runs, and
-// ValidationSeed seeds Math.random: validation is deterministic byte for byte.
+// ValidationTime is a fixed instant for a report that must be the same on every run
+// (`libos validate` stamps validated_at with it). No program reads it: the sandbox has
+// no ambient clock (Date.now() and new Date() throw ambient_clock), so validation is
+// deterministic byte for byte with ValidationSeed seeding Math.random.
 var ValidationTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // ValidationSeed seeds Math.random in every test.
@@ -366,7 +368,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 		return fail(syscalls.CodeTapeInvalid, strings.TrimPrefix(err.Error(), "syscalls: "), nil, "")
 	}
 	res, runErr := v.sandbox.Run(ctx, prog.Source, tc.args, tape,
-		wasm.Options{Limits: v.run, Now: func() time.Time { return ValidationTime }, Seed: ValidationSeed})
+		wasm.Options{Limits: v.run, Seed: ValidationSeed})
 	if res != nil {
 		for _, l := range res.Logs {
 			if len(*logs) >= MaxReportLogs {

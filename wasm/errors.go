@@ -24,6 +24,10 @@ const (
 	CodeLimitExceeded = "limit_exceeded"
 	// CodeCanceled: the caller's context was cancelled (or its own deadline passed).
 	CodeCanceled = "canceled"
+	// CodeAmbientClock: the program called Date.now(), Date() or new Date() without an
+	// argument. The sandbox has no ambient clock: the time comes from the clock.now
+	// syscall, which the caller's Syscaller checks and records.
+	CodeAmbientClock = "ambient_clock"
 	// CodeTrap: the instance trapped; it was discarded and the engine stays usable.
 	CodeTrap = "trap"
 )

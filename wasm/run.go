@@ -65,8 +65,6 @@ type Limits struct {
 // Options configure one call.
 type Options struct {
 	Limits Limits
-	// Now is the clock behind Date.now() and new Date(). nil means time.Now.
-	Now func() time.Time
 	// Seed seeds Math.random. 0 means a fresh random seed for this call; any other value
 	// makes Math.random's sequence reproducible.
 	Seed uint64
@@ -177,15 +175,12 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 
 	runCtx, cancel := context.WithTimeout(ctx, lim.WallTime)
 	defer cancel()
-	c := &call{ctx: runCtx, parent: ctx, sys: sys, now: opts.Now, lim: lim, noPoll: opts.noPoll,
+	c := &call{ctx: runCtx, parent: ctx, sys: sys, lim: lim, noPoll: opts.noPoll,
 		deadline: time.Since(monoBase) + lim.WallTime}
 	if d, ok := ctx.Deadline(); ok {
 		if left := time.Until(d); left < lim.WallTime {
 			c.deadline, c.parentDeadline = time.Since(monoBase)+left, true
 		}
-	}
-	if c.now == nil {
-		c.now = time.Now
 	}
 	stopTimer := context.AfterFunc(runCtx, func() { c.halt(c.ctxReason()) })
 	defer stopTimer()
@@ -356,7 +351,7 @@ func guestError(c *call, in *instance, out []byte) error {
 		// trust again.
 		in.broken = true
 		e.Code = CodeTrap
-	case CodeSyntaxError, CodeRunMissing, CodeJSError, CodeNotJSON, CodeUnsettled, CodeArgsInvalid:
+	case CodeSyntaxError, CodeRunMissing, CodeJSError, CodeNotJSON, CodeUnsettled, CodeArgsInvalid, CodeAmbientClock:
 	default:
 		// A code outside the ABI: keep the host's promise of stable codes.
 		e.Message = g.Code + ": " + e.Message

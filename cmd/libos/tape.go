@@ -219,8 +219,8 @@ func newReplayCmd(e *env) *cobra.Command {
 		Use:   "replay PID CALL_ID | PID --all [--since T]",
 		Short: "Run stored JIT tool calls again against their journals and compare",
 		Long: `replay runs the code of a registered JIT tool again, in the sandbox, on the tape of one of
-its settled calls (the call's arguments, its syscall journal, its Math.random seed, the
-fixed Date clock): no provider is touched and nothing is written. It prints "same", or the
+its settled calls (the call's arguments, its syscall journal, its Math.random seed; no
+ambient clock, as in production): no provider is touched and nothing is written. It prints "same", or the
 first difference — the result, the order of the syscalls, or a syscall's arguments — as a
 diff of the recorded and the replayed side. Run it before and after changing the engine,
 the QuickJS build or the prelude: the same store gives the same report, byte for byte, on
