@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/store"
@@ -618,7 +619,7 @@ func (j *JIT) callerFor(call *engine.Call) syscalls.Caller {
 
 // runLimits applies the image's sandbox bounds of a call over the configured ones;
 // a bound can only tighten.
-func (j *JIT) runLimits(s engine.SandboxLimits) wasm.Limits {
+func (j *JIT) runLimits(s image.SandboxLimits) wasm.Limits {
 	l := j.run
 	if wt := s.WallTime(); wt > 0 && (l.WallTime <= 0 || wt < l.WallTime) {
 		l.WallTime = wt
