@@ -157,6 +157,12 @@ func (k *Kernel) Checkpoint(ctx context.Context, pid string) (string, error) {
 			if err != nil {
 				return err
 			}
+			for i := range page {
+				// Labels travel with the values: a fork must not launder labelled data.
+				if page[i].Labels, err = tx.KVLabels(pid, page[i].Key); err != nil {
+					return err
+				}
+			}
 			snap.KV = append(snap.KV, page...)
 			if next == "" {
 				break
@@ -295,6 +301,9 @@ func (k *Kernel) Fork(ctx context.Context, id string) (string, error) {
 		}
 		for _, kv := range snap.KV {
 			if err := tx.KVPut(p.pid, kv.Key, kv.Value); err != nil {
+				return err
+			}
+			if err := tx.KVSetLabels(p.pid, kv.Key, kv.Labels); err != nil {
 				return err
 			}
 		}

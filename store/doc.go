@@ -103,6 +103,7 @@
 //	ckpt 00 <pid> 00 <checkpoint_id> Checkpoint
 //	budget 00 <pid> 00 <name>        Budget
 //	kv 00 <pid> 00 <key>             raw value bytes
+//	kvlab 00 <pid> 00 <key>          JSON array of the value's data-flow labels (absent: none)
 //	jrnl 00 <pid> 00 <call_id> 00 <index 4 bytes BE>   JournalEntry
 //
 // The jrnl table (the syscall journal) came within format version 1: it is additive,

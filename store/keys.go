@@ -12,18 +12,21 @@ const formatVersion = 1
 // Key tables. Every key starts with a table name and a 0x00 separator; IDs never
 // contain 0x00, so no key of one table or process is a prefix of another's.
 const (
-	tMeta    = "meta"
-	tProc    = "proc"
-	tHead    = "head"
-	tEvent   = "evt"
-	tOpen    = "open"
-	tResult  = "res"
-	tCand    = "cand"
-	tBind    = "bind"
-	tAppr    = "appr"
-	tCkpt    = "ckpt"
-	tBudget  = "budget"
-	tKV      = "kv"
+	tMeta   = "meta"
+	tProc   = "proc"
+	tHead   = "head"
+	tEvent  = "evt"
+	tOpen   = "open"
+	tResult = "res"
+	tCand   = "cand"
+	tBind   = "bind"
+	tAppr   = "appr"
+	tCkpt   = "ckpt"
+	tBudget = "budget"
+	tKV     = "kv"
+	// tKVLabel holds the data-flow labels of a kv value, beside it: absent means the
+	// value carries none.
+	tKVLabel = "kvlab"
 	tJournal = "jrnl"
 )
 
@@ -59,6 +62,7 @@ func apprKey(pid, id string) []byte     { return key(tAppr, pid, id) }
 func ckptKey(pid, id string) []byte     { return key(tCkpt, pid, id) }
 func budgetKey(pid, name string) []byte { return key(tBudget, pid, name) }
 func kvKey(pid, k string) []byte        { return key(tKV, pid, k) }
+func kvLabelKey(pid, k string) []byte   { return key(tKVLabel, pid, k) }
 
 func eventKey(pid string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(prefix(tEvent, pid), seq)

@@ -74,6 +74,13 @@ func (w *world) spawnWithTool(t testing.TB, img *image.Image, name, source strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.register(t, pid, name, source)
+	return pid
+}
+
+// register registers source as the JIT tool name of pid, with open schemas.
+func (w *world) register(t testing.TB, pid, name, source string) {
+	t.Helper()
 	obj := candidateJSON(t, "good_clock_now.json")
 	obj = withField(t, obj, "name", jsonString(name))
 	obj = withField(t, obj, "source_code", jsonString(source))
@@ -81,7 +88,6 @@ func (w *world) spawnWithTool(t testing.TB, img *image.Image, name, source strin
 	obj = withField(t, obj, "output_schema", `{"type":"object"}`)
 	obj = withField(t, obj, "tests", `[]`)
 	w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, obj)))
-	return pid
 }
 
 // syscallEvents returns the data of the syscall audit events of route after n events.
