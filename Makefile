@@ -6,7 +6,7 @@ BUILD    := build
 GUEST    := wasm/libos_guest.wasm
 GOFLAGS_TEST ?=
 
-.PHONY: all build guest guest-verify test bench check run clean toolchain quickjs native dist soak
+.PHONY: all build guest guest-verify test bench check run clean toolchain quickjs native dist soak conformance
 
 all: build
 
@@ -65,6 +65,11 @@ check:
 	$(GO) mod tidy; \
 	if ! cmp -s go.mod $(BUILD)/go.mod.bak || ! cmp -s go.sum $(BUILD)/go.sum.bak; then \
 		echo "go mod tidy changed go.mod/go.sum; commit the tidy result"; exit 1; fi
+
+# The MCP conformance suite (pinned, from npm, with a Node.js it accepts, into
+# build/conformance) against 'libos serve --http', for both requirement sets.
+conformance: $(GUEST)
+	scripts/conformance/run.sh
 
 run: build
 	bin/libos demo

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/internal/jsonv"
@@ -41,11 +43,20 @@ var exactParams = map[string][]string{
 	"tools/call": {"name", "arguments", "_meta"},
 }
 
+// statelessParams are the params members the stateless revision adds to a method
+// with fixed params: the answers to an input_required result and its opaque state.
+var statelessParams = map[string][]string{
+	"tools/call": {"inputResponses", "requestState"},
+}
+
 // message is a message that passed the check.
 type message struct {
 	msg    jsonrpc.Message
 	method string // "" for a response
 	id     string // idKey of the id; "" for a notification
+	// version is the protocol revision a request of the stateless revision
+	// (2026-07-28 and later) names in params._meta; "" for the handshake revisions.
+	version string
 }
 
 // rejection is a message refused by the check.
@@ -158,12 +169,23 @@ func checkMessage(raw []byte) (*message, *rejection) {
 	if hasParams && !isObj {
 		return nil, reject(id, jsonrpc.CodeInvalidParams, "params of %s must be an object, got %s", method, jsonv.Kind(pv))
 	}
+	version := ""
 	if m, ok := params["_meta"]; ok {
-		if _, ok := m.(map[string]any); !ok {
+		meta, ok := m.(map[string]any)
+		if !ok {
 			return nil, reject(id, jsonrpc.CodeInvalidParams, "params._meta of %s must be an object, got %s", method, jsonv.Kind(m))
 		}
+		if v, ok := meta[mcp.MetaKeyProtocolVersion]; ok {
+			if version, ok = v.(string); !ok {
+				return nil, reject(id, jsonrpc.CodeInvalidParams, "params._meta[%q] of %s must be a string, got %s", mcp.MetaKeyProtocolVersion, method, jsonv.Kind(v))
+			}
+		}
 	}
-	if keys, fixed := exactParams[method]; fixed {
+	keys, fixed := exactParams[method]
+	if fixed && version >= statelessRevision {
+		keys = append(slices.Clip(keys), statelessParams[method]...)
+	}
+	if fixed {
 		if !hasParams {
 			return nil, reject(id, jsonrpc.CodeInvalidParams, "%s needs params", method)
 		}
@@ -183,6 +205,16 @@ func checkMessage(raw []byte) (*message, *rejection) {
 		if idKey == "" {
 			return nil, reject(nil, jsonrpc.CodeInvalidRequest, "tools/call is a request and needs an id")
 		}
+		if v, ok := params["inputResponses"]; ok {
+			if _, ok := v.(map[string]any); !ok {
+				return nil, reject(id, jsonrpc.CodeInvalidParams, "params.inputResponses of tools/call must be an object, got %s", jsonv.Kind(v))
+			}
+		}
+		if v, ok := params["requestState"]; ok {
+			if _, ok := v.(string); !ok {
+				return nil, reject(id, jsonrpc.CodeInvalidParams, "params.requestState of tools/call must be a string, got %s", jsonv.Kind(v))
+			}
+		}
 		// A missing name is left to the adapter, which may fall back on a legacy
 		// action argument; a name that is there must be a string.
 		if n, ok := params["name"]; ok {
@@ -191,7 +223,11 @@ func checkMessage(raw []byte) (*message, *rejection) {
 			}
 		}
 	}
-	return decoded(raw, method, idKey, id)
+	m, r := decoded(raw, method, idKey, id)
+	if m != nil {
+		m.version = version
+	}
+	return m, r
 }
 
 // recoverEnvelope reads what it can of a message that is not exact JSON, so that the

@@ -14,21 +14,43 @@ import (
 // a stdio line.
 const DefaultMaxBodyBytes = DefaultMaxLineBytes
 
-// Handler is the streamable HTTP handler of the server. Every POST body is checked
-// (see gate.go) before the SDK reads it: a body that is not one exact message is
-// answered with HTTP 400 and a JSON-RPC error whose data holds the typed code, and is
-// recorded as protocol_rejected; a body over DefaultMaxBodyBytes the same way with
-// HTTP 413. The POSTs in flight are counted, so that Wait can let their answers out
-// before the server stops.
+// Handler is the streamable HTTP handler of the server. It serves both revisions of
+// MCP in use on one endpoint: clients of 2025-11-25 (and earlier) open a session with
+// initialize and keep it (Mcp-Session-Id, a GET event stream for notifications);
+// clients of 2026-07-28 send stateless requests that carry the revision in
+// params._meta and the Mcp-Protocol-Version header, discover the server with
+// server/discover and follow changes on subscriptions/listen. The SDK serves the
+// stateless revision only from a stateless handler, so each request goes to the
+// handler of its revision: the one its _meta names, else the one its
+// Mcp-Protocol-Version header names (server/discover and headers of 2026-07-28 and
+// later go to the stateless one).
+//
+// Every POST body is checked (see gate.go) before the SDK reads it: a body that is not
+// one exact message is answered with a JSON-RPC error whose data holds the typed code
+// (HTTP 200 when the request's id could be read, 400 when not), and is recorded as
+// protocol_rejected; a body over DefaultMaxBodyBytes the same way with HTTP 413. The
+// POSTs in flight are counted (subscriptions/listen streams aside), so that Wait can
+// let their answers out before the server stops.
 func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, opts)
+	var o mcp.StreamableHTTPOptions
+	if opts != nil {
+		o = *opts
+	}
+	o.Stateless = false
+	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &o)
+	o.Stateless = true
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &o)
+	byHeader := func(r *http.Request) http.Handler {
+		if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessRevision {
+			return stateless
+		}
+		return stateful
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
-			h.ServeHTTP(w, r)
+			byHeader(r).ServeHTTP(w, r)
 			return
 		}
-		s.posts.Add(1)
-		defer s.posts.Done()
 		body, err := io.ReadAll(io.LimitReader(r.Body, DefaultMaxBodyBytes+1))
 		if err != nil {
 			http.Error(w, "mcp: reading the body: "+err.Error(), http.StatusBadRequest)
@@ -36,12 +58,13 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 		}
 		status := http.StatusBadRequest
 		var rej *rejection
+		var m *message
 		if len(body) > DefaultMaxBodyBytes {
 			status = http.StatusRequestEntityTooLarge
 			rej = reject(nil, jsonrpc.CodeInvalidRequest, "the body is over the %d-byte message limit", DefaultMaxBodyBytes)
 			body = body[:DefaultMaxBodyBytes]
 		} else {
-			_, rej = checkMessage(body)
+			m, rej = checkMessage(body)
 		}
 		if rej != nil {
 			out := s.refuse(r.Context(), body, rej)
@@ -56,11 +79,23 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 			_, _ = w.Write(out)
 			return
 		}
+		if m.method != "subscriptions/listen" {
+			s.posts.Add(1)
+			defer s.posts.Done()
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
-		h.ServeHTTP(w, r)
+		switch {
+		case m.version != "" || m.method == "server/discover":
+			stateless.ServeHTTP(w, r)
+		default:
+			byHeader(r).ServeHTTP(w, r)
+		}
 	})
 }
+
+// statelessRevision is the first revision of MCP without the initialize handshake.
+const statelessRevision = "2026-07-28"
 
 // Wait returns when every POST in flight has been answered, or when ctx is done.
 // Call it after the kernel stopped taking calls (engine.Kernel.Close) and before

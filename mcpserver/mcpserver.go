@@ -54,7 +54,9 @@ func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
 		Logger:       log,
 		// The tools capability is stated even while the projection is empty, with
 		// list_changed: registering a JIT tool changes the list.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// Prompts are stated too: the SDK answers prompts/list (with an empty list),
+		// and a server that answers a method declares its capability.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Prompts: &mcp.PromptCapabilities{}},
 	})
 	s.srv.AddReceivingMiddleware(s.intercept)
 	if err := s.sync(false); err != nil {
@@ -186,10 +188,31 @@ func (s *Server) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	res, err := s.k.HandleFrame(ctx, s.pid, frame)
+	var out *mcp.CallToolResult
 	if err != nil {
-		return s.failure(req.Params.Name, err)
+		if out, err = s.failure(req.Params.Name, err); err != nil {
+			return nil, err
+		}
+	} else {
+		out = Success(res)
 	}
-	return Success(res), nil
+	if v, _ := req.Params.Meta[mcp.MetaKeyProtocolVersion].(string); v >= statelessRevision {
+		// The stateless revision says what kind of result this is: a complete one.
+		// The SDK marks the results of its own tool handlers; this one bypasses them.
+		return complete(out), nil
+	}
+	return out, nil
+}
+
+// complete is res marked with resultType "complete". The SDK keeps the result type
+// unexported and sets it only when decoding, so it is set that way.
+func complete(res *mcp.CallToolResult) *mcp.CallToolResult {
+	marked := &mcp.CallToolResult{}
+	if err := json.Unmarshal([]byte(`{"content":[],"resultType":"complete"}`), marked); err != nil {
+		return res
+	}
+	marked.Meta, marked.Content, marked.StructuredContent, marked.IsError = res.Meta, res.Content, res.StructuredContent, res.IsError
+	return marked
 }
 
 // Frame is the provider frame of a tools/call: the name as sent and the arguments

@@ -257,3 +257,78 @@ func TestParamsKeysAnyTransport(t *testing.T) {
 	<-done
 	checkRefusals(t, st, pid, answers, 0)
 }
+
+// TestBothRevisionsOverHTTP: "clients of 2025-11-25 (stateful, initialize) and of
+// 2026-07-28 (stateless, server/discover) are served by the same libos serve". The
+// same handler answers a stateless client (server/discover, tools/list and a
+// tools/call whose result says resultType "complete") and a session of the handshake
+// revision.
+func TestBothRevisionsOverHTTP(t *testing.T) {
+	s, _, _, _ := bridge(t)
+	srv := httptest.NewServer(s.Handler(&mcp.StreamableHTTPOptions{JSONResponse: true}))
+	defer srv.Close()
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+	post := func(version, session, method, body string) (*http.Response, rpcResponse) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if version != "" {
+			req.Header.Set("MCP-Protocol-Version", version)
+		}
+		if version >= "2026-07-28" {
+			req.Header.Set("Mcp-Method", method)
+		}
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var r rpcResponse
+		_ = json.Unmarshal(b, &r)
+		return resp, r
+	}
+	// The stateless revision.
+	if _, r := post("2026-07-28", "", "server/discover", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`); r.Error != nil || !strings.Contains(string(r.Result), `"2026-07-28"`) || !strings.Contains(string(r.Result), `"2025-11-25"`) {
+		t.Fatalf("server/discover: %s %+v", r.Result, r.Error)
+	}
+	if _, r := post("2026-07-28", "", "tools/list", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+meta+`}}`); r.Error != nil || !strings.Contains(string(r.Result), `"echo"`) {
+		t.Fatalf("tools/list: %s %+v", r.Result, r.Error)
+	}
+	req := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"k":1},` + meta + `}}`
+	resp, r := func() (*http.Response, rpcResponse) {
+		t.Helper()
+		hr, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(req))
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Accept", "application/json, text/event-stream")
+		hr.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		hr.Header.Set("Mcp-Method", "tools/call")
+		hr.Header.Set("Mcp-Name", "echo")
+		res, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		var out rpcResponse
+		_ = json.Unmarshal(b, &out)
+		return res, out
+	}()
+	if resp.Header.Get("Mcp-Session-Id") != "" || r.Error != nil || !strings.Contains(string(r.Result), `"resultType":"complete"`) || !strings.Contains(string(r.Result), `{\"k\":1}`) {
+		t.Fatalf("stateless tools/call: session %q %s %+v", resp.Header.Get("Mcp-Session-Id"), r.Result, r.Error)
+	}
+	// The handshake revision, on the same handler.
+	resp, r = post("", "", "initialize", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if session == "" || !strings.Contains(string(r.Result), `"2025-11-25"`) {
+		t.Fatalf("initialize: session %q %s %+v", session, r.Result, r.Error)
+	}
+	post("2025-11-25", session, "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if _, r := post("2025-11-25", session, "", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"k":1}}}`); r.Error != nil || strings.Contains(string(r.Result), "resultType") || !strings.Contains(string(r.Result), `{\"k\":1}`) {
+		t.Fatalf("session tools/call: %s %+v", r.Result, r.Error)
+	}
+}

