@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/store"
 )
 
 // The operator channel: while 'libos serve' holds a store, the operator commands
@@ -188,6 +189,9 @@ func (e *env) op(ctx context.Context, r opRequest, out any) error {
 	return withSystem(ctx, e, mode, func(sys *system) error {
 		res, err := operate(ctx, sys.k, r)
 		if err != nil {
+			if store.IsCorrupt(err) {
+				return corruptErr(err)
+			}
 			code := exitFailed
 			if engine.CodeOf(err) == string(engine.CodeUnknownProcess) {
 				code = exitUsage
