@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
@@ -55,12 +56,12 @@ const fetcherSource = `export async function run(args: any, libos: any) {
 }`
 
 // fetchImage is an image whose only route policy is yaml (net, secrets, labels, …).
-func fetchImage(t testing.TB, policy string) *engine.Image {
+func fetchImage(t testing.TB, policy string) *image.Image {
 	t.Helper()
 	manifest := "format: libos.image/v1\nname: egress\nversion: 1.0.0\n" +
 		"tools: [echo, propose_jit_tool, validate_jit_tool, register_jit_tool]\n" +
 		"capabilities: [net:fetch, kv:read, kv:write, tools:call]\n" + policy
-	img, err := engine.ParseImage([]byte(manifest), nil)
+	img, err := image.ParseImage([]byte(manifest), nil)
 	if err != nil {
 		t.Fatalf("image: %v\n%s", err, manifest)
 	}
@@ -68,12 +69,19 @@ func fetchImage(t testing.TB, policy string) *engine.Image {
 }
 
 // spawnWithTool spawns a process of img and registers source as a JIT tool name.
-func (w *world) spawnWithTool(t testing.TB, img *engine.Image, name, source string) string {
+func (w *world) spawnWithTool(t testing.TB, img *image.Image, name, source string) string {
 	t.Helper()
 	pid, err := w.k.SpawnImage(context.Background(), img)
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.register(t, pid, name, source)
+	return pid
+}
+
+// register registers source as the JIT tool name of pid, with open schemas.
+func (w *world) register(t testing.TB, pid, name, source string) {
+	t.Helper()
 	obj := candidateJSON(t, "good_clock_now.json")
 	obj = withField(t, obj, "name", jsonString(name))
 	obj = withField(t, obj, "source_code", jsonString(source))
@@ -81,7 +89,6 @@ func (w *world) spawnWithTool(t testing.TB, img *engine.Image, name, source stri
 	obj = withField(t, obj, "output_schema", `{"type":"object"}`)
 	obj = withField(t, obj, "tests", `[]`)
 	w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, obj)))
-	return pid
 }
 
 // syscallEvents returns the data of the syscall audit events of route after n events.
@@ -231,5 +238,39 @@ func TestNetFetchThroughThePipeline(t *testing.T) {
 				t.Fatalf("the server saw %d requests for a refused fetch", tc.server.hits.Load()-before)
 			}
 		})
+	}
+}
+
+// TestNetFetchValidatesAgainstTapes: "In validation, net.fetch is served by the tape
+// like every route" and "candidates using net.fetch validate against tapes with no
+// network at all": the process holds no net:fetch and its image grants no host; the
+// tape answers.
+func TestNetFetchValidatesAgainstTapes(t *testing.T) {
+	w := newWorld(t)
+	pid := w.spawn(t, engine.Direct)
+	test := `[{"args":{"user":"ada"},"expected":{"name":"Ada","repos":3},"syscalls":[
+	  {"name":"net.fetch","args":{"url":"https://api.example.com/users/ada","headers":{"Authorization":"Bearer {{secret:API_TOKEN}}"}},
+	   "result":{"status":200,"headers":{"content-type":"application/json"},"body":"{\"name\":\"Ada\",\"repos\":3}","body_encoding":"text","url":"https://api.example.com/users/ada"}}]},
+	 {"args":{"user":"bob"},"expected":{"name":"refused","repos":0},"syscalls":[
+	  {"name":"net.fetch","ok":false,"error":"host_not_allowed"}]}]`
+	obj := candidateJSON(t, "good_clock_now.json")
+	obj = withField(t, obj, "name", `"user_repos"`)
+	catching := `export async function run(args: { user: string }, libos: any) {
+  let res: any;
+  try {
+    res = await libos.syscall("net.fetch", { url: "https://api.example.com/users/" + args.user, headers: { Authorization: "Bearer {{secret:API_TOKEN}}" } });
+  } catch (e) {
+    return { name: "refused", repos: 0 };
+  }
+  const data = JSON.parse(res.body);
+  return { name: String(data.name), repos: Number(data.repos) };
+}`
+	obj = withField(t, obj, "source_code", jsonString(catching))
+	obj = withField(t, obj, "input_schema", `{"type":"object","properties":{"user":{"type":"string","maxLength":64}},"required":["user"],"additionalProperties":false}`)
+	obj = withField(t, obj, "output_schema", `{"type":"object","properties":{"name":{"type":"string","maxLength":256},"repos":{"type":"number"}},"required":["name","repos"],"additionalProperties":false}`)
+	obj = withField(t, obj, "tests", test)
+	rep := w.mustCall(t, pid, tools.ValidateName, idArg(w.propose(t, pid, obj)))
+	if rep["ok"] != true {
+		t.Fatalf("validation against the tape failed: %v", rep)
 	}
 }
