@@ -4,14 +4,17 @@
 GO       ?= go
 BUILD    := build
 GUEST    := wasm/libos_guest.wasm
-GUEST_SRC := $(wildcard wasm/guest/*)
 GOFLAGS_TEST ?=
 
-.PHONY: all build guest test bench check run clean toolchain quickjs native
+.PHONY: all build guest guest-verify test bench check run clean toolchain quickjs native dist soak
 
 all: build
 
-build: $(GUEST) bin/libos
+# The guest is committed (wasm/libos_guest.wasm with its record, wasm/guest_version.go), so
+# the Go build never needs clang: nothing below rebuilds it implicitly. File times after a
+# clone are arbitrary, so they decide nothing; 'make guest' rebuilds on request and
+# 'make guest-verify' proves the committed bytes are what the sources build.
+build: bin/libos
 
 toolchain:
 	@scripts/toolchain.sh
@@ -21,12 +24,22 @@ quickjs: $(BUILD)/quickjs/.verified
 $(BUILD)/quickjs/.verified: | toolchain
 	scripts/fetch-quickjs.sh $(BUILD)
 
-guest: $(GUEST)
+guest: $(BUILD)/quickjs/.verified | toolchain
+	wasm/guest/build.sh $(BUILD) $(GUEST) wasm/guest_version.go
 
-$(GUEST): $(BUILD)/quickjs/.verified $(GUEST_SRC) | toolchain
-	wasm/guest/build.sh $(BUILD) $(GUEST)
+# Rebuilds the guest and its record into a temporary directory and compares both with the
+# committed files byte for byte. CI runs it before the tests, so a change to the shim, the
+# patch, the prelude or the build script cannot land without the guest it builds.
+guest-verify: $(BUILD)/quickjs/.verified | toolchain
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	wasm/guest/build.sh $(BUILD) $$tmp/libos_guest.wasm $$tmp/guest_version.go || exit 1; \
+	ok=1; \
+	cmp -s $$tmp/libos_guest.wasm $(GUEST) || { echo "guest-verify: $(GUEST) is not what the guest sources build (sha256 $$(sha256sum < $$tmp/libos_guest.wasm | cut -d' ' -f1), committed $$(sha256sum < $(GUEST) | cut -d' ' -f1))"; ok=0; }; \
+	cmp -s $$tmp/guest_version.go wasm/guest_version.go || { echo "guest-verify: wasm/guest_version.go is not the record of this build:"; diff wasm/guest_version.go $$tmp/guest_version.go; ok=0; }; \
+	if [ $$ok = 0 ]; then echo "guest-verify: run 'make guest' and commit wasm/libos_guest.wasm and wasm/guest_version.go"; exit 1; fi; \
+	echo "guest-verify: $(GUEST) and wasm/guest_version.go are reproduced byte for byte"
 
-bin/libos: $(GUEST) FORCE
+bin/libos: FORCE
 	CGO_ENABLED=0 $(GO) build -o bin/libos ./cmd/libos
 
 # The native build of the same QuickJS sources, used only by benchmarks to report the
@@ -34,13 +47,18 @@ bin/libos: $(GUEST) FORCE
 native: $(BUILD)/quickjs/.verified
 	wasm/guest/build-native.sh $(BUILD) $(BUILD)/native/qjs-bench
 
-test: $(GUEST)
+test:
 	$(GO) test -race -timeout 20m $(GOFLAGS_TEST) ./...
 
-bench: $(GUEST) native
+# The long suites: every runaway guest under several budgets, four at once, repeated.
+# Prints the counts RELIABILITY.md records.
+soak:
+	LIBOS_SOAK=1 $(GO) test -run 'Soak' -v -timeout 60m ./wasm/ | grep -E '^(---|ok|FAIL|\s+\S+_test.go:[0-9]+: runaways:)'
+
+bench: native
 	LIBOS_NATIVE_BENCH=$(CURDIR)/$(BUILD)/native/qjs-bench $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 
-check: $(GUEST)
+check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	@cp go.mod $(BUILD)/go.mod.bak; cp go.sum $(BUILD)/go.sum.bak; \
@@ -52,6 +70,6 @@ run: build
 	bin/libos demo
 
 clean:
-	rm -rf $(BUILD) bin $(GUEST)
+	rm -rf $(BUILD) bin dist
 
 FORCE:

@@ -5,102 +5,86 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/agent"
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/store"
-	"github.com/agentlibos/libos/tools"
-	"github.com/agentlibos/libos/wasm"
 )
 
-// world is a real store, sandbox, JIT tools and kernel with one process of the
+// world is a real System (store, sandbox, JIT tools, kernel) with one process of the
 // default image.
 type world struct {
-	k   *engine.Kernel
-	st  *store.Store
+	sys *libos.System
 	pid string
 }
 
-var sandbox *wasm.Engine
-
-func sharedSandbox(t *testing.T) *wasm.Engine {
-	t.Helper()
-	if sandbox == nil {
-		sb, err := wasm.NewEngine(context.Background(), wasm.Config{CacheDir: filepath.Join(t.TempDir(), "cache")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sandbox = sb
-	}
-	return sandbox
-}
+var cacheDir string
 
 func openWorld(t *testing.T, dir string, proj engine.Projection) *world {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(dir, store.Options{})
+	if cacheDir == "" {
+		cacheDir = filepath.Join(os.TempDir(), "libos-agent-test-cache")
+	}
+	sys, err := libos.Open(ctx, dir, libos.Options{CacheDir: cacheDir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jit, err := tools.NewJIT(tools.Config{Store: st, Sandbox: sharedSandbox(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := engine.Open(ctx, st, engine.Config{Builtins: append([]engine.Tool{tools.Echo(), tools.Skill()}, jit.Tools()...), JIT: jit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := jit.Attach(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	w := &world{k: k, st: st}
+	w := &world{sys: sys}
 	t.Cleanup(func() { w.close() })
-	procs, _ := k.ListProcesses()
+	procs, _ := sys.ListProcesses()
 	if len(procs) > 0 {
 		w.pid = procs[0].PID
 		return w
 	}
-	img, err := tools.DefaultImage()
+	img, err := libos.DefaultImage()
 	if err != nil {
 		t.Fatal(err)
 	}
 	img.Projection = proj
-	if w.pid, err = k.SpawnImage(ctx, img); err != nil {
+	if w.pid, err = sys.SpawnImage(ctx, img); err != nil {
 		t.Fatal(err)
 	}
 	return w
 }
 
 func (w *world) close() {
-	if w.k != nil {
-		w.k.Close()
-		w.st.Close()
-		w.k = nil
+	if w.sys != nil {
+		w.sys.Close()
+		w.sys = nil
 	}
 }
 
 func (w *world) events(t *testing.T, typ string) []store.Event {
 	t.Helper()
-	evs, err := w.st.Events(w.pid, 0, 100000)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []store.Event
-	for _, e := range evs {
-		if typ == "" || e.Type == typ {
-			out = append(out, e)
+	var after uint64
+	for {
+		evs, err := w.sys.Events(w.pid, after, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if len(evs) == 0 {
+			return out
+		}
+		for _, e := range evs {
+			if typ == "" || e.Type == typ {
+				out = append(out, e)
+			}
+		}
+		after = evs[len(evs)-1].Seq
 	}
-	return out
 }
 
 func config(w *world, p agent.Provider) agent.Config {
-	return agent.Config{Kernel: w.k, Log: w.st, Provider: p, Model: "scripted-model", PID: w.pid, MaxSteps: 10}
+	return w.sys.AgentConfig(agent.Config{Provider: p, Model: "scripted-model", PID: w.pid, MaxSteps: 10})
 }
 
 type variant struct {
@@ -221,7 +205,7 @@ func TestJITSessionThroughProvider(t *testing.T) {
 						t.Fatalf("event %s %s holds the API key", e.Type, e.Data)
 					}
 				}
-				if err := w.k.VerifyLog(w.pid); err != nil {
+				if err := w.sys.VerifyLog(w.pid); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -341,9 +325,8 @@ func TestProviderFailures(t *testing.T) {
 			if !errors.Is(err, agent.ErrProviderUnavailable) {
 				t.Fatalf("err %v, want provider_unavailable", err)
 			}
-			var ae *agent.Error
-			if !errors.As(err, &ae) || ae.Status != 503 || ae.Attempts != 3 {
-				t.Errorf("error %+v, want status 503 after 3 attempts", ae)
+			if f, ok := agent.FailureOf(err); !ok || f.Status != 503 || f.Attempts != 3 {
+				t.Errorf("failure %+v, want status 503 after 3 attempts", f)
 			}
 			if rep.Reason != agent.ReasonFailed || f.attempts != 3 {
 				t.Errorf("report %+v, %d attempts", rep, f.attempts)
@@ -403,7 +386,7 @@ func TestTokenBudget(t *testing.T) {
 // crashLog is the store until a chosen append: that one and every later one fail, as
 // if the host had been killed there.
 type crashLog struct {
-	*store.Store
+	agent.Log
 	crashAt func(typ string, data json.RawMessage) bool
 	crashed atomic.Bool
 }
@@ -413,7 +396,7 @@ func (c *crashLog) Append(ctx context.Context, pid, typ string, data json.RawMes
 		c.crashed.Store(true)
 		return store.Event{}, errors.New("host killed")
 	}
-	return c.Store.Append(ctx, pid, typ, data)
+	return c.Log.Append(ctx, pid, typ, data)
 }
 
 // countingKernel counts the frames that reach the kernel.
@@ -439,15 +422,15 @@ func TestResumeAfterKill(t *testing.T) {
 			}})
 			cfg := config(w, provider(t, v, f, 0))
 			// Killed after the first step settled, before the second request.
-			cfg.Log = &crashLog{Store: w.st, crashAt: func(typ string, _ json.RawMessage) bool { return typ == agent.EventRequest && f.next == 1 }}
+			cfg.Log = &crashLog{Log: cfg.Log, crashAt: func(typ string, _ json.RawMessage) bool { return typ == agent.EventRequest && f.next == 1 }}
 			if _, err := agent.Run(context.Background(), cfg, "two steps"); err == nil {
 				t.Fatal("the killed run reported no error")
 			}
 			w.close()
 			w = openWorld(t, dir, engine.Direct)
 			f2 := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{{Text: "resumed"}}})
-			ck := &countingKernel{Kernel: w.k}
 			cfg = config(w, provider(t, v, f2, 0))
+			ck := &countingKernel{Kernel: cfg.Kernel}
 			cfg.Kernel = ck
 			rep, err := agent.Resume(context.Background(), cfg, "")
 			if err != nil {
@@ -473,7 +456,7 @@ func TestResumeAfterKill(t *testing.T) {
 			}})
 			cfg := config(w, provider(t, v, f, 0))
 			// Killed after c1 was dispatched and ran, before its outcome was recorded.
-			cfg.Log = &crashLog{Store: w.st, crashAt: func(typ string, data json.RawMessage) bool {
+			cfg.Log = &crashLog{Log: cfg.Log, crashAt: func(typ string, data json.RawMessage) bool {
 				return typ == agent.EventToolResult && strings.Contains(string(data), `"c1"`)
 			}}
 			if _, err := agent.Run(context.Background(), cfg, "two calls"); err == nil {
@@ -482,9 +465,9 @@ func TestResumeAfterKill(t *testing.T) {
 			w.close()
 			w = openWorld(t, dir, engine.Direct)
 			f2 := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{{Text: "ok"}}})
-			ck := &countingKernel{Kernel: w.k}
 			var outs []agent.Outcome
 			cfg = config(w, provider(t, v, f2, 0))
+			ck := &countingKernel{Kernel: cfg.Kernel}
 			cfg.Kernel = ck
 			cfg.Observer.ToolDone = func(_ int, o agent.Outcome) { outs = append(outs, o) }
 			if _, err := agent.Resume(context.Background(), cfg, ""); err != nil {

@@ -9,7 +9,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // anthropicProvider speaks the Messages API through the official SDK.
@@ -30,7 +31,7 @@ func newAnthropic(cfg ProviderConfig) *anthropicProvider {
 }
 
 func (*anthropicProvider) Name() string               { return "anthropic" }
-func (*anthropicProvider) Rendering() engine.Provider { return engine.ProviderAnthropic }
+func (*anthropicProvider) Rendering() render.Provider { return render.Anthropic }
 
 func (a *anthropicProvider) UserMessage(text string) (json.RawMessage, error) {
 	return json.Marshal(anthropic.NewUserMessage(anthropic.NewTextBlock(text)))
@@ -84,7 +85,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		for stream.Next() {
 			ev := stream.Current()
 			if err := msg.Accumulate(ev); err != nil {
-				return nil, &Error{Code: CodeProviderBadResponse, Message: "anthropic stream: " + clip(err.Error(), 300), Err: err, Attempts: int(n.n.Load())}
+				return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), err, "%s", "anthropic stream: "+clip(err.Error(), 300))
 			}
 			if d, ok := ev.AsAny().(anthropic.ContentBlockDeltaEvent); ok && onText != nil {
 				if t, ok := d.Delta.AsAny().(anthropic.TextDelta); ok && t.Text != "" {
@@ -96,7 +97,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 			return nil, a.fail(ctx, status, int(n.n.Load()), err)
 		}
 		if msg.ID == "" {
-			return nil, &Error{Code: CodeProviderBadResponse, Message: "anthropic stream ended without a message", Attempts: int(n.n.Load())}
+			return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), nil, "%s", "anthropic stream ended without a message")
 		}
 	} else {
 		res, err := a.client.Messages.New(ctx, p, opts...)
@@ -127,7 +128,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		onText(t.Text)
 	}
 	if msg.StopReason == anthropic.StopReasonRefusal {
-		return t, &Error{Code: CodeProviderRefused, Message: "the model refused to answer", Attempts: t.Attempts}
+		return t, providerErr(CodeProviderRefused, 0, t.Attempts, nil, "%s", "the model refused to answer")
 	}
 	m, err := json.Marshal(msg.ToParam())
 	if err != nil {
@@ -137,7 +138,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 	return t, nil
 }
 
-func (a *anthropicProvider) fail(ctx context.Context, status, n int, err error) *Error {
+func (a *anthropicProvider) fail(ctx context.Context, status, n int, err error) *liberr.Error {
 	var api *anthropic.Error
 	if errors.As(err, &api) {
 		status = api.StatusCode

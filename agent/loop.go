@@ -6,17 +6,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
 // Kernel is what the loop needs of the kernel (*engine.Kernel has it).
 type Kernel interface {
 	HandleFrame(ctx context.Context, pid string, frame []byte) (*engine.Result, error)
-	Tools(pid string) ([]engine.ToolDef, error)
+	Tools(pid string) ([]render.Tool, error)
 	Instructions(pid string) (string, error)
 }
 
@@ -185,7 +186,7 @@ func (r *run) loop(ctx context.Context) (*Report, error) {
 			return r.finish(ctx, nil, ReasonMaxSteps)
 		}
 		if err := ctx.Err(); err != nil {
-			return r.finish(ctx, &Error{Code: CodeCancelled, Message: "the run was cancelled", Err: err})
+			return r.finish(ctx, errorf(CodeCanceled, err, "%s", "the run was cancelled"))
 		}
 		turn, err := r.request(ctx)
 		if err != nil {
@@ -206,7 +207,7 @@ func (r *run) request(ctx context.Context) (*Turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tools, err := engine.RenderTools(defs, cfg.Provider.Rendering())
+	tools, err := render.Tools(defs, cfg.Provider.Rendering())
 	if err != nil {
 		return nil, err
 	}
@@ -228,13 +229,16 @@ func (r *run) request(ctx context.Context) (*Turn, error) {
 		r.usage = r.usage.add(turn.Usage)
 	}
 	if err != nil {
-		var pe *Error
-		if !errors.As(err, &pe) {
-			pe = &Error{Code: CodeProviderBadResponse, Message: clip(err.Error(), 300), Err: err}
+		pe, ok := liberr.As(err)
+		if !ok || pe.Code == "" {
+			pe = errorf(CodeProviderBadResponse, err, "%s", clip(err.Error(), 300))
 		}
-		data := map[string]any{"run_id": r.id, "step": r.step, "code": pe.Code, "message": pe.Message, "attempts": pe.Attempts}
-		if pe.Status != 0 {
-			data["status"] = pe.Status
+		data := map[string]any{"run_id": r.id, "step": r.step, "code": pe.Code, "message": pe.Message}
+		if f, ok := FailureOf(pe); ok {
+			data["attempts"] = f.Attempts
+			if f.Status != 0 {
+				data["status"] = f.Status
+			}
 		}
 		if turn != nil {
 			data["usage"] = turn.Usage
@@ -276,7 +280,7 @@ func (r *run) answerCalls(ctx context.Context) error {
 		}
 		if r.inflight[c.ID] {
 			// Dispatched before a stop, never recorded as settled: it may have run.
-			out := Outcome{Call: c, Code: "unknown_settlement",
+			out := Outcome{Call: c, Code: string(codeUnknownSettlement),
 				Text: "unknown_settlement: this call was dispatched before the host stopped and its outcome is unknown; it was not sent again. Verify its effects with an authoritative read before deciding to repeat it."}
 			outs = append(outs, out)
 			if err := r.recordOutcome(ctx, out); err != nil {
@@ -285,7 +289,7 @@ func (r *run) answerCalls(ctx context.Context) error {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return &Error{Code: CodeCancelled, Message: "the run was cancelled", Err: err}
+			return errorf(CodeCanceled, err, "%s", "the run was cancelled")
 		}
 		if cfg.Observer.ToolCall != nil {
 			cfg.Observer.ToolCall(r.step, c)
@@ -300,16 +304,15 @@ func (r *run) answerCalls(ctx context.Context) error {
 		case err == nil:
 			out.CallID, out.Text = res.CallID, res.Text
 		default:
-			code := engine.CodeOf(err)
+			code := string(liberr.CodeOf(err))
 			if fatal(code) {
 				return err
 			}
 			if code == "" {
 				code = string(engine.CodeToolFailed)
 			}
-			out.Code, out.Text = code, err.Error()
-			var ee *engine.Error
-			if errors.As(err, &ee) {
+			out.Code, out.Text = code, code+": "+err.Error()
+			if ee, ok := liberr.As(err); ok {
 				out.Text = string(ee.Code) + ": " + ee.Message
 			}
 		}
@@ -391,7 +394,7 @@ func (r *run) finish(ctx context.Context, err error, reason ...string) (*Report,
 	}
 	if err != nil {
 		switch CodeOf(err) {
-		case string(CodeCancelled):
+		case string(CodeCanceled):
 			why = ReasonCancelled
 		case string(CodeStorage), string(engine.CodeClosed):
 			// The log refuses writes: the run cannot record its end either.
@@ -474,7 +477,7 @@ func load(cfg Config, runID string) (*run, error) {
 			}
 		}
 		if runID == "" || finished[runID] {
-			return nil, &Error{Code: CodeNotResumable, Message: "process " + cfg.PID + " has no unfinished run"}
+			return nil, errorf(CodeNotResumable, nil, "%s", "process "+cfg.PID+" has no unfinished run")
 		}
 	}
 	r := &run{cfg: cfg, id: runID, known: map[string]Outcome{}, inflight: map[string]bool{}}
@@ -489,11 +492,11 @@ func load(cfg Config, runID string) (*run, error) {
 		case EventStarted:
 			started = true
 			if f.Provider != cfg.Provider.Name() {
-				return nil, &Error{Code: CodeNotResumable, Message: fmt.Sprintf("run %s talks to %s, not %s", runID, f.Provider, cfg.Provider.Name())}
+				return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s talks to %s, not %s", runID, f.Provider, cfg.Provider.Name()))
 			}
 		case EventMessage:
 			if f.Truncated {
-				return nil, &Error{Code: CodeNotResumable, Message: fmt.Sprintf("run %s stored a message of step %d as a digest only", runID, f.Step)}
+				return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s stored a message of step %d as a digest only", runID, f.Step))
 			}
 			r.messages = append(r.messages, f.Message)
 			lastCalls = nil
@@ -501,7 +504,7 @@ func load(cfg Config, runID string) (*run, error) {
 			r.step = f.Step
 		case EventResponse:
 			if f.Truncated || f.CallsTrunc {
-				return nil, &Error{Code: CodeNotResumable, Message: fmt.Sprintf("run %s stored the answer of step %d as a digest only", runID, f.Step)}
+				return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s stored the answer of step %d as a digest only", runID, f.Step))
 			}
 			r.step = f.Step
 			r.usage = r.usage.add(f.Usage)
@@ -516,21 +519,21 @@ func load(cfg Config, runID string) (*run, error) {
 		case EventToolResult:
 			delete(r.inflight, f.CallID)
 			if f.TextTrunc {
-				return nil, &Error{Code: CodeNotResumable, Message: fmt.Sprintf("run %s stored a tool outcome of step %d as a digest only", runID, f.Step)}
+				return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s stored a tool outcome of step %d as a digest only", runID, f.Step))
 			}
 			r.known[f.CallID] = Outcome{CallID: f.Kernel, Code: f.Code, Text: f.Text}
 		case EventFinished:
-			return nil, &Error{Code: CodeNotResumable, Message: "run " + runID + " has finished"}
+			return nil, errorf(CodeNotResumable, nil, "%s", "run "+runID+" has finished")
 		}
 	}
 	if !started {
-		return nil, &Error{Code: CodeNotResumable, Message: "no run " + runID + " in process " + cfg.PID}
+		return nil, errorf(CodeNotResumable, nil, "%s", "no run "+runID+" in process "+cfg.PID)
 	}
 	// The last answer's calls that the conversation has not answered yet.
 	r.pending = lastCalls
 	for _, c := range lastCalls {
 		if len(c.Frame) == 0 {
-			return nil, &Error{Code: CodeNotResumable, Message: fmt.Sprintf("run %s stored a tool call of step %d without its frame", runID, r.step)}
+			return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s stored a tool call of step %d without its frame", runID, r.step))
 		}
 		if out, ok := r.known[c.ID]; ok {
 			out.Call = c

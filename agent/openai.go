@@ -9,7 +9,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // openAI speaks chat completions through the official SDK: api.openai.com or any
@@ -34,7 +35,7 @@ func newOpenAI(cfg ProviderConfig) *openAI {
 }
 
 func (*openAI) Name() string               { return "openai" }
-func (*openAI) Rendering() engine.Provider { return engine.ProviderOpenAI }
+func (*openAI) Rendering() render.Provider { return render.OpenAI }
 
 func (o *openAI) UserMessage(text string) (json.RawMessage, error) {
 	return json.Marshal(openai.UserMessage(text))
@@ -109,7 +110,7 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 			return nil, o.fail(ctx, status, int(n.n.Load()), err)
 		}
 		if len(acc.Choices) == 0 {
-			return nil, &Error{Code: CodeProviderBadResponse, Message: "openai stream ended without a choice", Attempts: int(n.n.Load())}
+			return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), nil, "%s", "openai stream ended without a choice")
 		}
 		msg, usage, finish = acc.Choices[0].Message, acc.Usage, string(acc.Choices[0].FinishReason)
 	} else {
@@ -118,7 +119,7 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 			return nil, o.fail(ctx, status, int(n.n.Load()), err)
 		}
 		if len(res.Choices) == 0 {
-			return nil, &Error{Code: CodeProviderBadResponse, Message: "openai answer has no choice", Attempts: int(n.n.Load())}
+			return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), nil, "%s", "openai answer has no choice")
 		}
 		msg, usage, finish = res.Choices[0].Message, res.Usage, string(res.Choices[0].FinishReason)
 		if onText != nil && msg.Content != "" {
@@ -128,11 +129,11 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 	t := &Turn{Text: msg.Content, Stop: finish, Attempts: int(n.n.Load()),
 		Usage: Usage{Input: usage.PromptTokens, Output: usage.CompletionTokens}}
 	if msg.Refusal != "" || finish == "content_filter" {
-		return t, &Error{Code: CodeProviderRefused, Message: "the model refused: " + clip(msg.Refusal+finish, 300), Attempts: t.Attempts}
+		return t, providerErr(CodeProviderRefused, 0, t.Attempts, nil, "%s", "the model refused: "+clip(msg.Refusal+finish, 300))
 	}
 	for _, tc := range msg.ToolCalls {
 		if tc.Type != "function" {
-			return t, &Error{Code: CodeProviderBadResponse, Message: "openai answer has a tool call of type " + tc.Type, Attempts: t.Attempts}
+			return t, providerErr(CodeProviderBadResponse, 0, t.Attempts, nil, "%s", "openai answer has a tool call of type "+tc.Type)
 		}
 		frame, err := json.Marshal(openAIFrame{ID: tc.ID, Type: "function", Function: openAIFrameFunction{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
 		if err != nil {
@@ -148,7 +149,7 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 	return t, nil
 }
 
-func (o *openAI) fail(ctx context.Context, status, n int, err error) *Error {
+func (o *openAI) fail(ctx context.Context, status, n int, err error) *liberr.Error {
 	var api *openai.Error
 	if errors.As(err, &api) {
 		status = api.StatusCode

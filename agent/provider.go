@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -12,7 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // Usage is the token usage of one model request, or of a run.
@@ -81,7 +81,7 @@ type Provider interface {
 	// Name is "openai" or "anthropic".
 	Name() string
 	// Rendering is the tool-definition format this provider reads.
-	Rendering() engine.Provider
+	Rendering() render.Provider
 	// Send sends one request; with streaming on, text deltas go to onText as they come.
 	Send(ctx context.Context, req Request, onText func(string)) (*Turn, error)
 	// UserMessage is a user message in the provider's format.
@@ -157,27 +157,24 @@ func (a *attempts) middleware(req *http.Request, next func(*http.Request) (*http
 }
 
 // providerError types an SDK or transport failure. status is the HTTP status of the
-// last attempt (0 when none answered).
-func providerError(ctx context.Context, name string, status int, n int, err error) *Error {
-	e := &Error{Status: status, Attempts: n, Err: err}
+// last attempt (0 when none answered), n the number of attempts.
+func providerError(ctx context.Context, name string, status int, n int, err error) *liberr.Error {
 	var ne net.Error
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled):
-		e.Code, e.Message = CodeCancelled, name+" request cancelled"
+		return providerErr(CodeCanceled, status, n, err, "%s request cancelled", name)
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		e.Code, e.Message = CodeProviderTimeout, name+" request timed out"
+		return providerErr(CodeProviderTimeout, status, n, err, "%s request timed out", name)
 	case status == http.StatusTooManyRequests:
-		e.Code, e.Message = CodeProviderRateLimited, fmt.Sprintf("%s answered 429 (rate limited) after %d attempts", name, n)
+		return providerErr(CodeProviderRateLimited, status, n, err, "%s answered 429 (rate limited) after %d attempts", name, n)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		e.Code, e.Message = CodeProviderAuth, fmt.Sprintf("%s refused the credentials (HTTP %d)", name, status)
+		return providerErr(CodeProviderAuth, status, n, err, "%s refused the credentials (HTTP %d)", name, status)
 	case status >= 500:
-		e.Code, e.Message = CodeProviderUnavailable, fmt.Sprintf("%s answered HTTP %d after %d attempts", name, status, n)
+		return providerErr(CodeProviderUnavailable, status, n, err, "%s answered HTTP %d after %d attempts", name, status, n)
 	case status >= 400:
-		e.Code, e.Message = CodeProviderRejected, fmt.Sprintf("%s refused the request (HTTP %d): %s", name, status, clip(err.Error(), 300))
-	default:
-		e.Code, e.Message = CodeProviderUnavailable, fmt.Sprintf("%s is unreachable: %s", name, clip(err.Error(), 300))
+		return providerErr(CodeProviderRejected, status, n, err, "%s refused the request (HTTP %d): %s", name, status, clip(err.Error(), 300))
 	}
-	return e
+	return providerErr(CodeProviderUnavailable, status, n, err, "%s is unreachable: %s", name, clip(err.Error(), 300))
 }
 
 // clip cuts s to at most n bytes on a UTF-8 boundary.

@@ -32,6 +32,25 @@ const actionKey = "action"
 // maxNameBytes bounds a function name; longer names are not names but payloads.
 const maxNameBytes = 256
 
+// asciiSpace is the white space a tool name is trimmed of: tab, line feed, form feed,
+// carriage return and space, as in the WHATWG's "ASCII whitespace".
+const asciiSpace = "\t\n\f\r "
+
+// ToolName is the one rule for a tool name on every path it takes (a model frame, the
+// legacy action fallback, run_jit_tool's tool_name, the host API and tools.call
+// syscalls): surrounding ASCII white space is trimmed, as the protocol-diagnostics Skill
+// says ("the function name is trimmed of surrounding white space"), and nothing else is
+// changed. Unicode spaces (U+00A0, U+3000, U+2028, U+0085), vertical tab, other case or
+// another normal form are not the name: the lookup that follows is exact, so they are
+// unknown tools.
+func ToolName(s string) string { return strings.Trim(s, asciiSpace) }
+
+// SameToolName reports whether a and b are one name to a reader: equal under Unicode case
+// folding (Echo, ECHO and echo; the Kelvin sign and k). Lookup stays exact, so a name that
+// differs only so would reach one tool or another depending on its case; registration
+// refuses it instead.
+func SameToolName(a, b string) bool { return strings.EqualFold(a, b) }
+
 // envelopeDepth is how far below the frame's root the arguments object may sit
 // (JSON-RPC request → params → arguments).
 const envelopeDepth = 2
@@ -171,7 +190,7 @@ func normalizeCall(obj *jsonx.Value, argsKey string, lim adapterLimits) (normali
 		switch v.Kind {
 		case jsonx.Null:
 		case jsonx.String:
-			n.name = strings.TrimSpace(v.S)
+			n.name = ToolName(v.S)
 		default:
 			return n, protocolErr("name must be a string, got %s", v.Kind)
 		}
@@ -219,13 +238,13 @@ func normalizeCall(obj *jsonx.Value, argsKey string, lim adapterLimits) (normali
 		n.dropped = true
 	}
 	if n.name == "" {
-		if action == nil || action.Kind != jsonx.String || strings.TrimSpace(action.S) == "" {
+		if action == nil || action.Kind != jsonx.String || ToolName(action.S) == "" {
 			if action == nil {
 				return n, protocolErr("function name is missing or empty and there is no top-level action to fall back on")
 			}
 			return n, protocolErr("function name is missing or empty and the top-level action fallback is not a non-empty string")
 		}
-		n.name = strings.TrimSpace(action.S)
+		n.name = ToolName(action.S)
 		n.fromAction = true
 		if len(n.name) > maxNameBytes {
 			return n, protocolErr("function name is %d bytes, more than %d", len(n.name), maxNameBytes)

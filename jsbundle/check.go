@@ -153,9 +153,17 @@ func (c *compiler) walkOutput(code []byte, probe string, sm *srcpos.SourceMap) {
 		// esbuild accepts a few forms outside modules that no script may hold (a top-level
 		// return); such a source lacks the run export and is rejected already. Anything
 		// else fails closed.
-		if !HasErrors(c.diags) {
-			c.internal(fmt.Sprintf("the compiled output does not parse: %v", err))
+		if HasErrors(c.diags) {
+			return
 		}
+		// The token bounds keep expressions well under this parser's own limits (1,000
+		// nested or chained expressions); a shape they miss is still too complex, never
+		// an internal error.
+		if msg := err.Error(); strings.Contains(msg, "too many nested") {
+			c.add(CodeTooComplex, 1, 1, "the source is too deeply nested or too long in one expression to check; split it into smaller statements")
+			return
+		}
+		c.internal(fmt.Sprintf("the compiled output does not parse: %v", err))
 		return
 	}
 	k := &checker{c: c, probe: probe, out: in.Bytes(), sm: sm, runParams: -1}

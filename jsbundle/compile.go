@@ -41,8 +41,23 @@ func esbuildOptions() api.TransformOptions {
 // may accompany a Program. The same source and options always give byte-identical
 // results.
 func Compile(source string, opts Options) (*Program, []Diagnostic) {
+	compileSlots <- struct{}{}
+	defer func() { <-compileSlots }()
 	return compile(source, opts, false)
 }
+
+// MaxConcurrentCompiles is how many compiles run at once in a process; more wait. One
+// compile of a source within the bounds allocates at most MaxCompileAlloc in all, so what
+// compiles hold at any time stays under MaxConcurrentCompiles × MaxCompileAlloc however
+// many proposals arrive together.
+const MaxConcurrentCompiles = 2
+
+// MaxCompileAlloc is what one compile of a source within DefaultMaxSourceBytes may
+// allocate in all, under the token bounds; a test compiles every shape known to be
+// expensive at full size and checks it.
+const MaxCompileAlloc = 96 << 20
+
+var compileSlots = make(chan struct{}, MaxConcurrentCompiles)
 
 // compile is Compile; alwaysProbe makes it run the checking transform even when the output
 // names no watched global, so tests can compare both ways on every source they know.
@@ -71,11 +86,12 @@ func compile(source string, opts Options, alwaysProbe bool) (*Program, []Diagnos
 	}
 
 	// esbuild's parser is superlinear on a few shapes (deep nesting, long arrow chains,
-	// TypeScript's guesses at `<`); a 64 KiB source of them would take minutes. They are
-	// refused here, on tokens, before esbuild sees them.
+	// TypeScript's guesses at `<`, long comma expressions, long chains of members or
+	// operators); a 64 KiB source of them would take minutes or hundreds of megabytes. They
+	// are refused here, on tokens, before esbuild sees them.
 	tokens := tsscan.Lex(source)
 	if off, what, ok := tokens.Complexity(tsscan.DefaultLimits); !ok {
-		c.addAt(CodeTooComplex, off, "the source is too deeply nested to compile ("+what+"); flatten it")
+		c.addAt(CodeTooComplex, off, "the source is too complex to compile ("+what+"); split it into smaller statements or functions")
 		return nil, c.result()
 	}
 	c.moduleForms(tokens)

@@ -12,8 +12,9 @@
 // global strict-mode script before calling the global function run(args, libos), and as
 // []Diagnostic, which the validation record stores and the model reads.
 //
-// Compile works in this order: the size limit; bounds on nesting (esbuild's parser is
-// superlinear on a few shapes) and a token scan of the TypeScript, on one lexing of it,
+// Compile works in this order: the size limit; bounds on nesting and on the length of one
+// expression (esbuild's parser is superlinear on a few shapes, and the output's parser
+// refuses expressions chained past 1,000) and a token scan of the TypeScript, on one lexing of it,
 // for the module forms that esbuild erases (type-only imports, import-equals, `export =`,
 // triple-slash directives, type exports) and for the export contract; esbuild's transform to ES2020, whose errors
 // and warnings become diagnostics; a second transform in which every free use of a watched
@@ -25,6 +26,9 @@
 // skipped when the first output has no word equal to a watched name: it would replace
 // nothing and print the same text, so that text is walked instead (a test compares both
 // ways on every known source, and the fuzz target on every input).
+//
+// At most MaxConcurrentCompiles compiles run at once, each bounded in what it allocates, so
+// a burst of proposals cannot add up to an unbounded heap.
 //
 // Nothing is cached between calls except what does not depend on the source: the esbuild
 // options and the default probe's define map are built once.

@@ -2,13 +2,15 @@
 //
 // It owns the declarative route table (name, argument and result JSON Schemas,
 // required capability, approval class, side-effect class, provider, doc line), the
-// router that enforces route lookup → argument validation → capability → approval →
+// router that enforces route lookup → capability → approval → argument validation →
 // budget → provider → result validation → audit, the providers (clock, kv, tools), and
 // the tape player that replaces every provider during validation.
 //
 // It must not dispatch model tool calls: tools.call reaches the engine only through
-// the ToolCaller the engine hands down. It knows nothing of QuickJS: the sandbox sees
-// a Bound router or a Tape as a wasm.Syscaller, and an *Error as a wasm.SyscallError.
+// the ToolCaller the engine hands down. It knows nothing of QuickJS and does not import
+// the sandbox: a Bound router and a Tape have the method set of wasm.Syscaller, and
+// an *Error is the module's one error type (package liberr), which the sandbox turns
+// into the guest's rejected Promise. So a kernel links no wazero.
 //
 // # The table
 //
@@ -59,8 +61,32 @@
 // A provider whose effect happens outside the store (the network, files, another
 // system) must be declared external: the router then syncs the store before it runs,
 // so a crash that the effect survives also keeps the call's tool_called, and the call
-// is reported as unknown settlement instead of being forgotten. No route of the
-// table is external yet.
+// is reported as unknown settlement instead of being forgotten. net.fetch is the
+// table's external route (effect class external).
+//
+// # Route policy
+//
+// A route declares the typed slots of the image's policy it reads (PolicySlot: net,
+// secrets, labels, data_flow) and up to two stages that read them, both after the
+// arguments are checked and before any budget is charged: "policy" (net.fetch: the URL
+// parses strictly, its host, method and size are granted, every secret placeholder may
+// go there) and "data_flow" (the call's labels may reach this sink). The engine
+// compiles an image's PolicySpec once per process (CompilePolicy, every problem at
+// once) and hands it down as Caller.Policy; nil refuses every fetch.
+//
+// net.fetch resolves the host once, keeps only public addresses and the non-public
+// ones the image names exactly, and connects to one of those very addresses (no
+// second resolution, no proxy); each redirect is checked like the first URL. Secret
+// values are read on the host when a header is sent and replaced by their
+// placeholder in anything the guest gets back. The audit event keeps method, host,
+// path, status, sizes, the address and the names of the secrets sent, never bodies,
+// header values or secret values.
+//
+// Data flow: taint is per call (see dataflow.go). Results of labelled sources (kv
+// patterns, fetch hosts, stored labels of kv values) add their labels to the call's
+// taint; sinks (net.fetch per host, kv.put into a key without the label, tools.call
+// into an external tool, the result to the model: Bound.CheckResult) refuse the labels
+// the image's rules forbid, with data_flow_denied naming the label and the sink.
 //
 // # Validation: Tape
 //

@@ -144,12 +144,17 @@ func TestExternalProviderRunsAfterASync(t *testing.T) {
 	}
 }
 
-// No route of the table reaches outside the store yet: the sync before a provider is
-// only paid where it is needed.
-func TestNoTableRouteIsExternal(t *testing.T) {
+// Only routes that reach outside the store are external: the sync before a provider
+// is only paid where it is needed. net.fetch sends to another host, which a crash does
+// not undo, so its tool_called must be durable first.
+func TestOnlyNetworkRoutesAreExternal(t *testing.T) {
+	want := map[string]bool{"net.fetch": true}
 	for _, r := range table {
-		if r.provider.external {
-			t.Errorf("%s: external; add it to this test's expectations with a reason", r.name)
+		if r.provider.external != want[r.name] {
+			t.Errorf("%s: external=%v; add it to this test's expectations with a reason", r.name, r.provider.external)
+		}
+		if (r.auth.effect == EffectExternal) != r.provider.external {
+			t.Errorf("%s: effect class %s but provider external=%v: the class says what the router syncs", r.name, r.auth.effect, r.provider.external)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 package syscalls
 
-import "github.com/agentlibos/libos/wasm"
+import "github.com/agentlibos/libos/liberr"
 
 // Codes are the stable machine codes a syscall can fail with. They reach the guest as
 // the code of the rejected Promise and the audit log as the reason of a denial.
@@ -35,28 +35,47 @@ const (
 	CodeTapeLeftover = "tape_leftover"
 	// CodeTapeInvalid: a tape entry is malformed.
 	CodeTapeInvalid = "tape_invalid"
+
+	// CodeURLInvalid: a fetch URL (or a redirect's location) does not pass the strict
+	// parse: not http(s), user information, an address in an unusual form, a
+	// malformed host or port.
+	CodeURLInvalid = "url_invalid"
+	// CodeHostNotAllowed: the image grants no egress to the host (or to a redirect's
+	// host), or no egress at all.
+	CodeHostNotAllowed = "host_not_allowed"
+	// CodeMethodNotAllowed: the image does not allow the fetch's HTTP method.
+	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeAddressNotAllowed: the host resolves only to addresses that are not public
+	// (loopback, private, link-local, CGNAT, metadata, …) and that the image does not
+	// name exactly.
+	CodeAddressNotAllowed = "address_not_allowed"
+	// CodeTooManyRedirects: a fetch was redirected more often than the image allows.
+	CodeTooManyRedirects = "too_many_redirects"
+	// CodeRequestTooLarge: a fetch's body is larger than the image allows.
+	CodeRequestTooLarge = "request_too_large"
+	// CodeResponseTooLarge: a response's body is larger than the image allows.
+	CodeResponseTooLarge = "response_too_large"
+	// CodeFetchTimeout: no complete response within the fetch's time limit (the
+	// image's timeout or the call's own).
+	CodeFetchTimeout = "fetch_timeout"
+	// CodeFetchFailed: the connection or the HTTP exchange failed.
+	CodeFetchFailed = "fetch_failed"
+	// CodeSecretNotAllowed: a header names a secret the image does not declare, or one
+	// that may not go to the fetch's host; or a placeholder is outside header values.
+	CodeSecretNotAllowed = "secret_not_allowed"
+	// CodeSecretUnavailable: a declared secret has no usable value on the host.
+	CodeSecretUnavailable = "secret_unavailable"
+	// CodeDataFlowDenied: a value carrying a label would reach a sink the image's
+	// data-flow rules forbid for it.
+	CodeDataFlowDenied = "data_flow_denied"
 )
 
-// Error is a syscall failure with a stable code. Messages start with "syscalls: ".
-// errors.Is matches any *Error with the same code, so the sentinels below work as
-// targets: errors.Is(err, syscalls.ErrCapabilityDenied).
-type Error struct {
-	Code    string
-	Message string
-	// Err is the underlying cause, if any. It is never shown to the guest.
-	Err error
-}
-
-func (e *Error) Error() string { return e.Message }
-
-// Unwrap returns the underlying cause.
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is reports whether target is an *Error with the same code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
+// Error is a syscall failure: the module's one error type. Its code reaches the guest
+// as the code of the rejected Promise and the audit log as the reason of a denial;
+// errors.Is matches any error with the same code, so the sentinels below work as
+// targets: errors.Is(err, syscalls.ErrCapabilityDenied). Err, the cause, is never
+// shown to the guest.
+type Error = liberr.Error
 
 // Sentinels, one per code, for errors.Is.
 var (
@@ -72,6 +91,19 @@ var (
 	ErrTapeMismatch     = &Error{Code: CodeTapeMismatch, Message: "syscalls: tape mismatch"}
 	ErrTapeLeftover     = &Error{Code: CodeTapeLeftover, Message: "syscalls: tape leftover"}
 	ErrTapeInvalid      = &Error{Code: CodeTapeInvalid, Message: "syscalls: tape invalid"}
+
+	ErrURLInvalid        = &Error{Code: CodeURLInvalid, Message: "syscalls: url invalid"}
+	ErrHostNotAllowed    = &Error{Code: CodeHostNotAllowed, Message: "syscalls: host not allowed"}
+	ErrMethodNotAllowed  = &Error{Code: CodeMethodNotAllowed, Message: "syscalls: method not allowed"}
+	ErrAddressNotAllowed = &Error{Code: CodeAddressNotAllowed, Message: "syscalls: address not allowed"}
+	ErrTooManyRedirects  = &Error{Code: CodeTooManyRedirects, Message: "syscalls: too many redirects"}
+	ErrRequestTooLarge   = &Error{Code: CodeRequestTooLarge, Message: "syscalls: request too large"}
+	ErrResponseTooLarge  = &Error{Code: CodeResponseTooLarge, Message: "syscalls: response too large"}
+	ErrFetchTimeout      = &Error{Code: CodeFetchTimeout, Message: "syscalls: fetch timeout"}
+	ErrFetchFailed       = &Error{Code: CodeFetchFailed, Message: "syscalls: fetch failed"}
+	ErrSecretNotAllowed  = &Error{Code: CodeSecretNotAllowed, Message: "syscalls: secret not allowed"}
+	ErrSecretUnavailable = &Error{Code: CodeSecretUnavailable, Message: "syscalls: secret unavailable"}
+	ErrDataFlowDenied    = &Error{Code: CodeDataFlowDenied, Message: "syscalls: data flow denied"}
 )
 
 // unknownSyscallMessage is the one text every unknown route gets, whatever its name:
@@ -81,22 +113,6 @@ var (
 // which layer refused.
 const unknownSyscallMessage = "unknown syscall"
 
-func errorf(code, msg string, cause error) *Error {
+func errorf(code liberr.Code, msg string, cause error) *Error {
 	return &Error{Code: code, Message: "syscalls: " + msg, Err: cause}
 }
-
-// As lets the sandbox see an *Error as the *wasm.SyscallError it turns into a rejected
-// Promise: the guest gets the code and the message, never the underlying cause.
-func (e *Error) As(target any) bool {
-	if p, ok := target.(**wasm.SyscallError); ok {
-		*p = &wasm.SyscallError{Code: e.Code, Message: e.Message}
-		return true
-	}
-	return false
-}
-
-// What the engine hands to wasm.Run.
-var (
-	_ wasm.Syscaller = (*Bound)(nil)
-	_ wasm.Syscaller = (*Tape)(nil)
-)

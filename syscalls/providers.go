@@ -14,6 +14,7 @@ import (
 	_ "time/tzdata" // IANA zones without a system tz database (air-gapped hosts)
 	"unicode/utf8"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -49,6 +50,12 @@ type call struct {
 	// writes are committed atomically with the call's audit event, and only if the
 	// call succeeds.
 	writes []func(tx *store.Tx) error
+	// ev is the call's audit event, for what a route records of its own (Net, Labels).
+	ev *auditEvent
+	// fetch is net.fetch's plan, made by its policy stage.
+	fetch *fetchPlan
+	// taint is the set of labels the call (and the calls it belongs to) has seen.
+	taint *taint
 }
 
 func (c *call) str(key string) string {
@@ -149,6 +156,12 @@ func runKVGet(ctx context.Context, c *call) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The value carries its namespace's labels and the ones it was written with.
+	stored, err := c.router.store.KVLabels(c.caller.PID, key)
+	if err != nil {
+		return nil, err
+	}
+	c.noteLabels(append(c.caller.Policy.kvLabels(key), stored...))
 	if !json.Valid(val) {
 		return nil, fmt.Errorf("stored value of %q is not JSON", key)
 	}
@@ -171,7 +184,14 @@ func runKVPut(ctx context.Context, c *call) (json.RawMessage, error) {
 		return nil, argErr(c, fmt.Sprintf("value is %d bytes of JSON; at most %d are stored", len(val), MaxKVValueBytes))
 	}
 	pid := c.caller.PID
-	c.writes = append(c.writes, func(tx *store.Tx) error { return tx.KVPut(pid, key, val) })
+	// The value keeps the labels its call had seen, so they survive storage.
+	labels := c.taint.list()
+	c.writes = append(c.writes, func(tx *store.Tx) error {
+		if err := tx.KVPut(pid, key, val); err != nil {
+			return err
+		}
+		return tx.KVSetLabels(pid, key, labels)
+	})
 	return json.RawMessage(`{}`), nil
 }
 
@@ -249,6 +269,12 @@ func runKVList(ctx context.Context, c *call) (json.RawMessage, error) {
 	keys := make([]string, len(entries))
 	for i, e := range entries {
 		keys[i] = e.Key
+		// Key names are data too: a listing carries the labels of what it lists.
+		stored, err := c.router.store.KVLabels(c.caller.PID, e.Key)
+		if err != nil {
+			return nil, err
+		}
+		c.noteLabels(append(c.caller.Policy.kvLabels(e.Key), stored...))
 	}
 	var next *string
 	if more != "" {
@@ -274,6 +300,9 @@ func runToolsCall(ctx context.Context, c *call) (json.RawMessage, error) {
 	if err != nil {
 		return nil, argErr(c, "arguments is not JSON")
 	}
+	// The called tool shares this call's taint: it starts with its labels, and what it
+	// sees comes back with its result.
+	ctx = context.WithValue(ctx, taintKey{}, c.taint)
 	out, err := c.caller.Tools.CallTool(ctx, c.caller.PID, c.str("tool"), args, depth)
 	if err != nil {
 		// The engine's errors carry a stable code meant for the model (unknown_tool,
@@ -281,7 +310,7 @@ func runToolsCall(ctx context.Context, c *call) (json.RawMessage, error) {
 		var se *Error
 		var coded interface{ ErrorCode() string }
 		if !errors.As(err, &se) && errors.As(err, &coded) && coded.ErrorCode() != "" {
-			return nil, errorf(coded.ErrorCode(), err.Error(), err)
+			return nil, errorf(liberr.Code(coded.ErrorCode()), err.Error(), err)
 		}
 	}
 	return out, err

@@ -12,6 +12,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"crypto/tls"
+	"net"
+	"os"
+
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/store"
 )
@@ -36,6 +40,14 @@ type RouterConfig struct {
 	// ApprovalTimeout bounds how long a call waits for an approval decision, on top of
 	// the call's own deadline; zero means DefaultApprovalTimeout.
 	ApprovalTimeout time.Duration
+	// Resolver resolves the host names net.fetch reaches; nil means net.DefaultResolver.
+	Resolver Resolver
+	// LookupEnv reads the environment variables secrets come from; nil means
+	// os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
+	// TLS is the client configuration of https fetches (roots); nil means the
+	// system's roots.
+	TLS *tls.Config
 }
 
 // Router is the production syscall path. It is safe for concurrent use; For binds it to
@@ -46,6 +58,9 @@ type Router struct {
 	maxDepth        int
 	approvalTimeout time.Duration
 	routes          map[string]*route
+	resolver        Resolver
+	lookupEnv       func(string) (string, bool)
+	tls             *tls.Config
 }
 
 // NewRouter checks cfg and compiles the route table (once per program).
@@ -63,6 +78,18 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		maxDepth:        cfg.MaxToolDepth,
 		approvalTimeout: cfg.ApprovalTimeout,
 		routes:          rs,
+		resolver:        cfg.Resolver,
+		lookupEnv:       cfg.LookupEnv,
+		tls:             cfg.TLS,
+	}
+	if r.resolver == nil {
+		r.resolver = net.DefaultResolver
+	}
+	if r.lookupEnv == nil {
+		r.lookupEnv = os.LookupEnv
+	}
+	if r.tls == nil {
+		r.tls = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	if r.clock == nil {
 		r.clock = ClockFunc(time.Now)
@@ -80,14 +107,24 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 type Bound struct {
 	r      *Router
 	caller Caller
+	// jr journals the syscalls of the caller's tool call; nil when there is none.
+	jr *journal
+	// taint is the call's own data-flow labels, unless a tools.call above handed its
+	// own down through the context (taintOf).
+	taint taint
 }
 
-// For binds the router to caller. The result implements wasm.Syscaller.
+// For binds the router to caller. The result implements wasm.Syscaller. A caller with
+// a CallID gets every syscall journaled under that call.
 func (r *Router) For(caller Caller) *Bound {
-	return &Bound{r: r, caller: caller}
+	b := &Bound{r: r, caller: caller}
+	if caller.CallID != "" {
+		b.jr = &journal{limits: caller.Journal.withDefaults()}
+	}
+	return b
 }
 
-// Syscall runs one call: route lookup → argument validation → capability → approval →
+// Syscall runs one call: route lookup → capability → approval → argument validation →
 // budget → provider → result validation → audit event. Every outcome, allowed or
 // denied, is one audit event; a call whose event cannot be written fails.
 func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
@@ -102,7 +139,7 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 			se = errorf(CodeProviderFailed, "provider failed", err)
 			err = se
 		}
-		ev.Decision, ev.Code, ev.Reason = "denied", se.Code, se.Message
+		ev.Decision, ev.Code, ev.Reason = "denied", string(se.Code), se.Message
 		if se.Err != nil {
 			ev.Cause = clip(se.Err.Error(), 512)
 		}
@@ -119,8 +156,17 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 	if err == nil && staged != nil {
 		writes = staged.writes // a failed call changes nothing
 	}
+	var entry *store.JournalEntry
+	if b.jr != nil {
+		var se *Error
+		errors.As(err, &se)
+		// The labels the route's result carried: a call that saw them is refused for
+		// export when the image's rules keep them inside.
+		e := b.jr.entry(b.caller.PID, b.caller.CallID, ev.Route, args, result, se, ev.Labels)
+		entry = &e
+	}
 	ev.DurationMicros = time.Since(start).Microseconds()
-	if aerr := b.commit(ctx, &ev, writes); aerr != nil {
+	if aerr := b.commit(ctx, &ev, writes, entry); aerr != nil {
 		// Nothing unaudited is acknowledged: the staged writes were not applied either.
 		msg := "could not record the audit event; the call changed nothing"
 		if staged != nil && staged.route.provider.direct {
@@ -142,12 +188,9 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 		return nil, &Error{Code: CodeUnknownSyscall, Message: unknownSyscallMessage}
 	}
 
-	ev.Stage = "args"
-	argv, err := validateArgs(rt, args)
-	if err != nil {
-		return nil, err
+	if rt.opaqueArgs {
+		ev.Args = nil // bodies and header values stay out of the log; the digest stays
 	}
-
 	ev.Stage = "capability"
 	ev.Capability = string(rt.auth.capability)
 	if c.Capabilities == nil || !c.Capabilities.Has(rt.auth.capability) {
@@ -157,8 +200,39 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 
 	ev.Stage = "approval"
 	if class := effectiveApproval(rt, c); class == ApprovalOperator {
+		if len(args) > 0 && !json.Valid(args) {
+			// Nobody is asked to approve text that is not JSON; saying so reveals
+			// nothing about the route's contract.
+			ev.Stage = "args"
+			_, err := validateArgs(rt, args)
+			return nil, err
+		}
 		ev.Approval = &auditApproval{Class: string(class)}
 		if err := b.approve(ctx, rt, args, ev.Approval); err != nil {
+			return nil, err
+		}
+	}
+
+	// Arguments are checked only once the caller holds the authority for the route:
+	// a refusal names what the route expects, which a caller without the capability
+	// must not learn (the model has no syscall-schema introspection).
+	ev.Stage = "args"
+	argv, err := validateArgs(rt, args)
+	if err != nil {
+		return nil, err
+	}
+
+	cl := &call{router: b.r, caller: c, route: rt, raw: args, args: argv, ev: ev, taint: b.taintOf(ctx)}
+	if rt.check != nil {
+		// The route's own policy slot, decided before anything is charged or sent.
+		ev.Stage = "policy"
+		if err := rt.check(cl); err != nil {
+			return nil, err
+		}
+	}
+	if rt.flow != nil {
+		ev.Stage = "data_flow"
+		if err := rt.flow(cl); err != nil {
 			return nil, err
 		}
 	}
@@ -188,7 +262,6 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 			return nil, errorf(CodeAuditFailed, rt.name+": could not make the call's record durable before its effect; the provider did not run", err)
 		}
 	}
-	cl := &call{router: b.r, caller: c, route: rt, raw: args, args: argv}
 	*staged = cl
 	out, err := rt.provider.run(ctx, cl)
 	if err != nil {
@@ -305,21 +378,36 @@ func budgetCounter(name string) string {
 
 // auditEvent is the data of one EventSyscall event.
 type auditEvent struct {
-	Route          string          `json:"route"`
-	Tool           string          `json:"tool,omitempty"`
-	Depth          int             `json:"depth"`
-	Decision       string          `json:"decision"` // allowed | denied
-	Stage          string          `json:"stage"`    // where it stopped: route, args, capability, approval, depth, budget, provider, result, done
-	Code           string          `json:"code,omitempty"`
-	Reason         string          `json:"reason,omitempty"`
-	Cause          string          `json:"cause,omitempty"` // the host-side error behind a failure
-	Capability     string          `json:"capability,omitempty"`
-	Approval       *auditApproval  `json:"approval,omitempty"`
-	Args           json.RawMessage `json:"args,omitempty"` // kept whole when small
-	ArgsBytes      int             `json:"args_bytes"`
-	ArgsSHA256     string          `json:"args_sha256"`
-	ResultSHA256   string          `json:"result_sha256,omitempty"`
-	DurationMicros int64           `json:"duration_us"`
+	Route        string          `json:"route"`
+	Tool         string          `json:"tool,omitempty"`
+	CallID       string          `json:"call_id,omitempty"` // the tool call making the syscall
+	Journal      *auditJournal   `json:"journal,omitempty"`
+	Depth        int             `json:"depth"`
+	Decision     string          `json:"decision"` // allowed | denied
+	Stage        string          `json:"stage"`    // where it stopped: route, args, capability, approval, depth, budget, provider, result, done
+	Code         string          `json:"code,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	Cause        string          `json:"cause,omitempty"` // the host-side error behind a failure
+	Capability   string          `json:"capability,omitempty"`
+	Approval     *auditApproval  `json:"approval,omitempty"`
+	Args         json.RawMessage `json:"args,omitempty"` // kept whole when small
+	ArgsBytes    int             `json:"args_bytes"`
+	ArgsSHA256   string          `json:"args_sha256"`
+	ResultSHA256 string          `json:"result_sha256,omitempty"`
+	// Net is what a fetch did: method, host, path, status, sizes, the address
+	// connected to, the names of the secrets sent. Never bodies or values.
+	Net *auditNet `json:"net,omitempty"`
+	// Labels are the data-flow labels this call's result carried.
+	Labels         []string `json:"labels,omitempty"`
+	DurationMicros int64    `json:"duration_us"`
+}
+
+// auditJournal names the journal entry of a syscall: its index in the call and the
+// SHA-256 of its stored record, so that the hash chain covers the journal.
+type auditJournal struct {
+	Index     int    `json:"index"`
+	SHA256    string `json:"sha256"`
+	Truncated bool   `json:"truncated,omitempty"`
 }
 
 type auditApproval struct {
@@ -354,11 +442,11 @@ func (b *Bound) update(ctx context.Context, fn func(tx *store.Tx) error) error {
 // commit writes the provider's staged writes and the audit event as one atomic
 // batch: either both are durable or neither is. It is synced, or, for a Deferred
 // caller, durable with the call's synced settlement.
-func (b *Bound) commit(ctx context.Context, ev *auditEvent, writes []func(tx *store.Tx) error) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
+//
+// A journal entry, when the call has a journal, is part of the same batch and its
+// digest is part of the event, so the hash chain covers it: an entry exists exactly
+// when its audit event does, and only with the result the provider returned.
+func (b *Bound) commit(ctx context.Context, ev *auditEvent, writes []func(tx *store.Tx) error, entry *store.JournalEntry) error {
 	// The event is written even when the call's context is done (a timeout is itself a
 	// decision worth recording).
 	return b.update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
@@ -367,7 +455,19 @@ func (b *Bound) commit(ctx context.Context, ev *auditEvent, writes []func(tx *st
 				return err
 			}
 		}
-		_, err := tx.Append(b.caller.PID, EventSyscall, data)
+		if entry != nil {
+			sum, err := tx.PutJournal(*entry)
+			if err != nil {
+				return err
+			}
+			ev.CallID = entry.CallID
+			ev.Journal = &auditJournal{Index: entry.Index, SHA256: sum, Truncated: entry.Truncated}
+		}
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Append(b.caller.PID, EventSyscall, data)
 		return err
 	})
 }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +75,7 @@ func auditCount(t testing.TB, s *store.Store, pid string) int {
 func codeOf(err error) string {
 	var se *Error
 	if errors.As(err, &se) {
-		return se.Code
+		return string(se.Code)
 	}
 	if err != nil {
 		return "untyped: " + err.Error()
@@ -112,7 +115,14 @@ func (e *echoTools) CallTool(ctx context.Context, pid, tool string, args json.Ra
 // arguments, a missing capability, approval approve/deny/timeout and budget
 // exhaustion, each asserting the code and that an audit event was written.
 func TestRouterEveryRoute(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"ok":true}`) }))
+	defer srv.Close()
+	pol, probs := CompilePolicy(PolicySpec{Net: &NetSpec{Allow: []string{srv.Listener.Addr().String()}, AllowAddresses: []string{"127.0.0.1"}}})
+	if probs != nil {
+		t.Fatal(probs)
+	}
 	valid := map[string]string{
+		"net.fetch":  `{"url":"` + srv.URL + `/x"}`,
 		"clock.now":  `{"timezone":"UTC"}`,
 		"kv.get":     `{"key":"k"}`,
 		"kv.put":     `{"key":"k","value":{"n":1}}`,
@@ -121,6 +131,7 @@ func TestRouterEveryRoute(t *testing.T) {
 		"tools.call": `{"tool":"echo","arguments":{"a":1}}`,
 	}
 	invalid := map[string]string{
+		"net.fetch":  `{"url":7}`,
 		"clock.now":  `{"tz":"UTC"}`,
 		"kv.get":     `{"key":""}`,
 		"kv.put":     `{"key":"k"}`,
@@ -172,8 +183,8 @@ func TestRouterEveryRoute(t *testing.T) {
 		for _, v := range variants {
 			t.Run(rt.Name+"/"+v.rule, func(t *testing.T) {
 				r, s := newRouter(t, RouterConfig{ApprovalTimeout: 20 * time.Millisecond})
-				all := NewCapSet(CapClockNow, CapKVRead, CapKVWrite, CapToolsCall)
-				c := Caller{PID: "p1", Tool: "t", Capabilities: all, Tools: &echoTools{r: r, caps: all}}
+				all := NewCapSet(CapClockNow, CapKVRead, CapKVWrite, CapToolsCall, CapNetFetch)
+				c := Caller{PID: "p1", Tool: "t", Capabilities: all, Tools: &echoTools{r: r, caps: all}, Policy: pol}
 				if v.approval != nil {
 					c.Approvals = map[string]ApprovalClass{rt.Name: ApprovalOperator}
 				}
@@ -224,16 +235,59 @@ func TestRouterEveryRoute(t *testing.T) {
 }
 
 func TestRouterOrder(t *testing.T) {
+	// DESIGN: "The router's order is route → capability → approval → arguments →
+	// data-flow → budget → provider → result → audit: a call without authority learns
+	// nothing about a route's argument contract." JIT authoring Skill: "The model has no
+	// syscall-list or syscall-schema introspection operation."
 	r, s := newRouter(t, RouterConfig{})
 	asked := 0
 	counting := ApproverFunc(func(context.Context, ApprovalRequest) (Decision, error) {
 		asked++
 		return Decision{Approved: false, Reason: "no"}, nil
 	})
-	t.Run("arguments are validated before the capability is checked", func(t *testing.T) {
-		_, err := r.For(Caller{PID: "p", Capabilities: NewCapSet()}).Syscall(context.Background(), "clock.now", json.RawMessage(`{}`))
+	t.Run("without the capability the arguments are not looked at", func(t *testing.T) {
+		for _, rt := range Routes() {
+			for _, args := range []string{`{}`, `{"nonsense":[1,2]}`, `[1]`, `{"key":`} {
+				_, err := r.For(Caller{PID: "p", Capabilities: NewCapSet()}).Syscall(context.Background(), rt.Name, json.RawMessage(args))
+				var se *Error
+				if !errors.As(err, &se) || se.Code != CodeCapabilityDenied {
+					t.Fatalf("%s %s: %v, want capability_denied", rt.Name, args, err)
+				}
+				// The refusal is the same whatever the arguments were, and names no
+				// property of the route's schema.
+				want := fmt.Sprintf("syscalls: %s requires capability %s, which this process does not hold", rt.Name, rt.Capability)
+				if se.Message != want {
+					t.Fatalf("%s %s: %q, want %q", rt.Name, args, se.Message, want)
+				}
+				if ev := lastAudit(t, s, "p"); ev.Stage != "capability" || ev.Code != CodeCapabilityDenied {
+					t.Fatalf("audit %+v", ev)
+				}
+			}
+		}
+	})
+	t.Run("approval comes before the arguments are checked", func(t *testing.T) {
+		c := Caller{PID: "p", Capabilities: NewCapSet(CapKVWrite), Approver: counting, Approvals: map[string]ApprovalClass{"kv.put": ApprovalOperator}}
+		_, err := r.For(c).Syscall(context.Background(), "kv.put", json.RawMessage(`{}`))
+		if codeOf(err) != CodeApprovalDenied || asked != 1 {
+			t.Fatalf("%v, approver asked %d times", err, asked)
+		}
+		asked = 0
+	})
+	t.Run("text that is not JSON is refused as arguments without asking the approver", func(t *testing.T) {
+		c := Caller{PID: "p", Capabilities: NewCapSet(CapKVWrite), Approver: counting, Approvals: map[string]ApprovalClass{"kv.put": ApprovalOperator}}
+		_, err := r.For(c).Syscall(context.Background(), "kv.put", json.RawMessage(`{"key":`))
+		if codeOf(err) != CodeArgumentInvalid || asked != 0 {
+			t.Fatalf("%v, approver asked %d times", err, asked)
+		}
+	})
+	t.Run("with the capability, arguments are validated before the budget is charged", func(t *testing.T) {
+		c := Caller{PID: "args", Capabilities: NewCapSet(CapClockNow), Budgets: map[string]int64{BudgetAll: 5}}
+		_, err := r.For(c).Syscall(context.Background(), "clock.now", json.RawMessage(`{}`))
 		if codeOf(err) != CodeArgumentInvalid {
 			t.Fatal(err)
+		}
+		if b, _ := s.Budget("args", BudgetAll); b.Used != 0 {
+			t.Fatalf("budget used %d after refused arguments", b.Used)
 		}
 	})
 	t.Run("the capability is checked before the approver is asked", func(t *testing.T) {

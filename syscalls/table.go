@@ -21,6 +21,7 @@ const (
 	CapKVRead    Capability = "kv:read"
 	CapKVWrite   Capability = "kv:write"
 	CapToolsCall Capability = "tools:call"
+	CapNetFetch  Capability = "net:fetch"
 )
 
 // ApprovalClass says who must approve a call before its provider runs.
@@ -40,6 +41,9 @@ type SideEffect string
 const (
 	EffectRead  SideEffect = "read"
 	EffectWrite SideEffect = "write"
+	// EffectExternal: the route acts outside the store (the network). The router
+	// makes the call's record durable before its provider runs.
+	EffectExternal SideEffect = "external"
 )
 
 // Route describes one syscall: what `libos syscalls` prints and what docs are made
@@ -53,6 +57,8 @@ type Route struct {
 	Provider     string
 	ArgsSchema   json.RawMessage
 	ResultSchema json.RawMessage
+	// Policy names the slots of the image's route policy the route reads.
+	Policy []PolicySlot
 }
 
 // authority is a route's capability decision. Its fields are unexported and the only
@@ -74,6 +80,11 @@ func writes(c Capability, a ApprovalClass) authority {
 	return authority{capability: c, approval: a, effect: EffectWrite}
 }
 
+// reaches declares a route that acts outside the store; its provider must be external.
+func reaches(c Capability, a ApprovalClass) authority {
+	return authority{capability: c, approval: a, effect: EffectExternal}
+}
+
 // route is one entry of the table.
 type route struct {
 	name     string
@@ -83,12 +94,30 @@ type route struct {
 	result   string
 	provider provider
 
+	// slots are the parts of the image's policy the route reads; check and flow are
+	// the route's own stages that read them: check (stage "policy") decides what the
+	// image's slot says of these arguments, flow (stage "data_flow") whether the
+	// call's labels may reach this sink. Both run after the arguments are validated
+	// and before any budget is charged.
+	slots []PolicySlot
+	check func(c *call) error
+	flow  func(c *call) error
+	// opaqueArgs keeps the arguments out of the audit log (only size and digest):
+	// they may hold bodies.
+	opaqueArgs bool
+
 	argsSchema   *jsonschema.Schema
 	resultSchema *jsonschema.Schema
 }
 
 func declare(name, doc string, auth authority, args, result string, p provider) route {
 	return route{name: name, doc: doc, auth: auth, args: args, result: result, provider: p}
+}
+
+// governedBy gives a route its policy slots and the stages that read them.
+func (r route) governedBy(check, flow func(c *call) error, slots ...PolicySlot) route {
+	r.check, r.flow, r.slots = check, flow, slots
+	return r
 }
 
 // Bounds of the kv routes. Keys are compared byte-wise; values are stored as compact
@@ -126,7 +155,7 @@ var table = []route{
 			"found":{"type":"boolean"},
 			"value":true},
 		  "required":["found","value"],"additionalProperties":false}`,
-		kvGet),
+		kvGet).governedBy(nil, nil, SlotLabels),
 	declare("kv.put",
 		"Store one JSON value under a key of the calling process's key/value space, durably.",
 		writes(CapKVWrite, ApprovalNone),
@@ -135,7 +164,7 @@ var table = []route{
 			"value":true},
 		  "required":["key","value"],"additionalProperties":false}`,
 		`{"type":"object","additionalProperties":false}`,
-		kvPut),
+		kvPut).governedBy(nil, flowKVPut, SlotLabels, SlotDataFlow),
 	declare("kv.delete",
 		"Delete one key of the calling process's key/value space; deleted says whether it existed.",
 		writes(CapKVWrite, ApprovalNone),
@@ -158,7 +187,7 @@ var table = []route{
 			"keys":{"type":"array","items":{"type":"string"}},
 			"next_cursor":{"type":["string","null"]}},
 		  "required":["keys","next_cursor"],"additionalProperties":false}`,
-		kvList),
+		kvList).governedBy(nil, nil, SlotLabels),
 	declare("tools.call",
 		"Call another tool of the calling process through the full tool-call pipeline, with its own checks; the result is that tool's result.",
 		writes(CapToolsCall, ApprovalNone),
@@ -167,7 +196,30 @@ var table = []route{
 			"arguments":{"type":"object"}},
 		  "required":["tool","arguments"],"additionalProperties":false}`,
 		`true`,
-		toolsCall),
+		toolsCall).governedBy(nil, flowToolsCall, SlotDataFlow),
+	withOpaqueArgs(declare("net.fetch",
+		"Fetch an http(s) URL from a host the image allows; headers may name secrets as {{secret:NAME}}, replaced on the host for that secret's hosts; the body comes back as text, or base64 when it is not UTF-8.",
+		reaches(CapNetFetch, ApprovalNone),
+		`{"type":"object","properties":{
+			"url":{"type":"string","minLength":1,"maxLength":8192},
+			"method":{"type":"string","pattern":"^[A-Z]{1,16}$"},
+			"headers":{"type":"object","maxProperties":64,"additionalProperties":{"type":"string","maxLength":8192}},
+			"body":{"type":["string","null"]},
+			"body_encoding":{"enum":["text","base64"]}},
+		  "required":["url"],"additionalProperties":false}`,
+		`{"type":"object","properties":{
+			"status":{"type":"integer","minimum":100,"maximum":999},
+			"headers":{"type":"object","additionalProperties":{"type":"string"}},
+			"body":{"type":"string"},
+			"body_encoding":{"enum":["text","base64"]},
+			"url":{"type":"string"}},
+		  "required":["status","headers","body","body_encoding","url"],"additionalProperties":false}`,
+		netFetch).governedBy(checkFetch, flowFetch, SlotNet, SlotSecrets, SlotLabels, SlotDataFlow)),
+}
+
+func withOpaqueArgs(r route) route {
+	r.opaqueArgs = true
+	return r
 }
 
 var (
@@ -233,6 +285,7 @@ func Routes() []Route {
 			Provider:     r.provider.name,
 			ArgsSchema:   compactSchema(r.args),
 			ResultSchema: compactSchema(r.result),
+			Policy:       append([]PolicySlot(nil), r.slots...),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -14,7 +14,7 @@ func TestTable(t *testing.T) {
 		t.Fatalf("the table must compile: %v", err)
 	}
 	name := regexp.MustCompile(`^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$`)
-	known := map[Capability]bool{CapClockNow: true, CapKVRead: true, CapKVWrite: true, CapToolsCall: true}
+	known := map[Capability]bool{CapClockNow: true, CapKVRead: true, CapKVWrite: true, CapToolsCall: true, CapNetFetch: true}
 	if len(rs) != len(table) {
 		t.Fatalf("route names must be unique: %d entries, %d names", len(table), len(rs))
 	}
@@ -39,8 +39,11 @@ func TestTable(t *testing.T) {
 			if r.auth.approval != ApprovalNone && r.auth.approval != ApprovalOperator {
 				t.Errorf("approval class is none or operator: %q", r.auth.approval)
 			}
-			if r.auth.effect != EffectRead && r.auth.effect != EffectWrite {
-				t.Errorf("side-effect class is read or write: %q", r.auth.effect)
+			if r.auth.effect != EffectRead && r.auth.effect != EffectWrite && r.auth.effect != EffectExternal {
+				t.Errorf("side-effect class is read, write or external: %q", r.auth.effect)
+			}
+			if (r.check != nil || r.flow != nil) && len(r.slots) == 0 {
+				t.Errorf("a route with policy or data-flow stages declares the policy slots they read")
 			}
 			// Args schemas are closed objects: an unknown field is rejected, never ignored.
 			var args map[string]any

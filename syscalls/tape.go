@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // TapeEntry is one ordered mock of a test's syscall tape:
@@ -281,7 +282,7 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 	}
 	t.next++
 	if e.Error != nil {
-		return nil, &Error{Code: e.Error.Code, Message: e.Error.Message}
+		return nil, &Error{Code: liberr.Code(e.Error.Code), Message: e.Error.Message}
 	}
 	return append(json.RawMessage(nil), e.Result...), nil
 }

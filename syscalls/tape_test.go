@@ -176,7 +176,7 @@ func TestTapeSemantics(t *testing.T) {
 					continue
 				}
 				var se *Error
-				if !errors.As(err, &se) || se.Code != s.wantCode {
+				if !errors.As(err, &se) || string(se.Code) != s.wantCode {
 					t.Fatalf("step %d: error %v, want code %s", i, err, s.wantCode)
 				}
 				if s.wantMessage != "" && se.Message != s.wantMessage {
@@ -191,7 +191,7 @@ func TestTapeSemantics(t *testing.T) {
 				return
 			}
 			var se *Error
-			if !errors.As(err, &se) || se.Code != tc.finish {
+			if !errors.As(err, &se) || string(se.Code) != tc.finish {
 				t.Fatalf("Finish: %v, want code %s", err, tc.finish)
 			}
 			for _, sub := range tc.finishHas {

@@ -4,15 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/store"
@@ -208,6 +211,16 @@ func (j *JIT) nameTaken(k *engine.Kernel, pid, name string) (string, error) {
 	}
 	if kind, ok := info.Tools[name]; ok {
 		return fmt.Sprintf("%q is already a %s tool of this process", name, kind), nil
+	}
+	names := make([]string, 0, len(info.Tools))
+	for n := range info.Tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if engine.SameToolName(n, name) {
+			return fmt.Sprintf("%q is the %s tool %q of this process under case folding", name, info.Tools[n], n), nil
+		}
 	}
 	if _, err := j.st.Binding(pid, name); err == nil {
 		return fmt.Sprintf("%q is already bound in this process", name), nil
@@ -554,8 +567,17 @@ func (j *JIT) tool(c store.Candidate, b store.Binding) (engine.Tool, error) {
 	}, nil
 }
 
-// fixedClock is the clock behind Date in every JIT tool call.
-func fixedClock() time.Time { return ValidationTime }
+// CallSeed is the Math.random seed of JIT tool call callID: fresh for every call
+// (call IDs carry 128 random bits) and recorded with it (the call ID is in the hash-
+// chained tool_called event), so that a replay draws the same numbers. It is never 0,
+// which would ask the sandbox for a random seed.
+func CallSeed(callID string) uint64 {
+	sum := sha256.Sum256([]byte("libos.seed.v1\x00" + callID))
+	if s := binary.BigEndian.Uint64(sum[:8]); s != 0 {
+		return s
+	}
+	return 1
+}
 
 // handler runs a registered JIT tool. The engine has already checked the arguments
 // against the input schema (a schema-invalid call never gets here) and checks the
@@ -564,13 +586,25 @@ func fixedClock() time.Time { return ValidationTime }
 func (j *JIT) handler(program string) engine.Handler {
 	return func(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
 		caller := j.callerFor(call)
-		w := &watch{inner: j.router.For(caller)}
-		// Date reads the fixed validation clock, in production as in validation: the
-		// live time reaches a tool only through clock.now, which checks clock:now and is
-		// audited. Math.random is seeded afresh for every call.
-		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox), Now: fixedClock})
+		b := j.router.For(caller)
+		w := &watch{inner: b}
+		// The sandbox has no ambient clock, in production as in validation: Date.now()
+		// and new Date() throw ambient_clock, and the time reaches a tool only through
+		// clock.now, which checks clock:now and is audited. Math.random is seeded afresh
+		// for every call, from the call's ID, so that a replay draws the same numbers.
+		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox), Seed: CallSeed(call.CallID)})
 		if err != nil {
 			return nil, runError(call.Tool, err, w.denied.Load())
+		}
+		// The model sink: a result that carries labels the image keeps from the model
+		// is withheld, whatever the program did with the refusals it caught.
+		if err := b.CheckResult(ctx); err != nil {
+			var se *syscalls.Error
+			code := Code(syscalls.CodeDataFlowDenied)
+			if errors.As(err, &se) {
+				code = Code(se.Code)
+			}
+			return nil, &Error{Code: code, Message: call.Tool + ": " + strings.TrimPrefix(err.Error(), "syscalls: "), Err: err}
 		}
 		return res.Value, nil
 	}
@@ -585,7 +619,7 @@ func (j *JIT) callerFor(call *engine.Call) syscalls.Caller {
 
 // runLimits applies the image's sandbox bounds of a call over the configured ones;
 // a bound can only tighten.
-func (j *JIT) runLimits(s engine.SandboxLimits) wasm.Limits {
+func (j *JIT) runLimits(s image.SandboxLimits) wasm.Limits {
 	l := j.run
 	if wt := s.WallTime(); wt > 0 && (l.WallTime <= 0 || wt < l.WallTime) {
 		l.WallTime = wt

@@ -30,6 +30,11 @@ func TestProposeRefusals(t *testing.T) {
 		{"never use reserved multiplexed name run_jit_tool", withField(t, good, "name", `"run_jit_tool"`), "reserved_name"},
 		{"avoid process tool names (a built-in)", withField(t, good, "name", `"echo"`), "name_conflict"},
 		{"avoid process tool names (a lifecycle tool)", withField(t, good, "name", `"register_jit_tool"`), "name_conflict"},
+		{"avoid process tool names under Unicode case folding (Echo)", withField(t, good, "name", `"Echo"`), "name_conflict"},
+		{"avoid process tool names under Unicode case folding (ECHO)", withField(t, good, "name", `"ECHO"`), "name_conflict"},
+		{"avoid process tool names under Unicode case folding (a lifecycle tool)", withField(t, good, "name", `"Register_JIT_Tool"`), "name_conflict"},
+		{"a name is exact: no surrounding white space", withField(t, good, "name", `" clock_now"`), "invalid_name"},
+		{"a name is exact: no Unicode space", withField(t, good, "name", `"clock_now\u3000"`), "invalid_name"},
 		{"bounded description size (configured 64 bytes)", withField(t, good, "description", jsonString(long)), "limit_exceeded"},
 		{"a description says what the tool does", withField(t, good, "description", `"  "`), "invalid_request"},
 		{"bounded number of tests (configured 2)", withField(t, good, "tests", `[{"args":{},"expected":1,"syscalls":[]},{"args":{},"expected":1,"syscalls":[]},{"args":{},"expected":1,"syscalls":[]}]`), "limit_exceeded"},
@@ -479,5 +484,25 @@ func TestLoadJIT(t *testing.T) {
 	bad := store.Binding{PID: pid, Name: "other", ToolID: "tool_" + strings.Repeat("2", 32), CandidateID: pending, Scope: b.Scope}
 	if _, err := w.jit.LoadJIT(context.Background(), bad); err == nil {
 		t.Fatal("a binding to a candidate that is not registered must not load")
+	}
+}
+
+// TestRegisterCaseFoldCollision: registration refuses "a name equal to a process tool's name
+// or another JIT tool's under Unicode case folding", also when the candidate was proposed
+// before the other tool was registered.
+func TestRegisterCaseFoldCollision(t *testing.T) {
+	w := newWorld(t)
+	pid := w.spawn(t, engine.Direct, "clock:now")
+	upper := w.propose(t, pid, withField(t, candidateJSON(t, "good_clock_now.json"), "name", `"Clock_Now"`))
+	lower := w.propose(t, pid, candidateJSON(t, "good_clock_now.json"))
+	w.mustCall(t, pid, tools.RegisterName, idArg(lower))
+	if _, err := w.call(t, pid, tools.RegisterName, idArg(upper)); !errors.Is(err, tools.ErrNameConflict) {
+		t.Fatalf("registering Clock_Now beside clock_now: got %v, want name_conflict", err)
+	}
+	if _, err := w.call(t, pid, tools.ProposeName, withField(t, candidateJSON(t, "good_clock_now.json"), "name", `"CLOCK_NOW"`)); !errors.Is(err, tools.ErrNameConflict) {
+		t.Fatalf("proposing CLOCK_NOW beside clock_now: got %v, want name_conflict", err)
+	}
+	if _, err := w.st.Binding(pid, "Clock_Now"); err == nil {
+		t.Fatal("Clock_Now was bound")
 	}
 }

@@ -24,6 +24,14 @@ const (
 	CodeLimitExceeded = "limit_exceeded"
 	// CodeCanceled: the caller's context was cancelled (or its own deadline passed).
 	CodeCanceled = "canceled"
+	// CodeAmbientClock: the program called Date.now(), Date() or new Date() without an
+	// argument. The sandbox has no ambient clock: the time comes from the clock.now
+	// syscall, which the caller's Syscaller checks and records.
+	CodeAmbientClock = "ambient_clock"
+	// CodeNumberInexact: a number in the arguments, or in a syscall result, that a
+	// JavaScript number (a double) cannot hold exactly; Path is its JSON Pointer. It is
+	// refused before the program sees it, never rounded.
+	CodeNumberInexact = "number_inexact"
 	// CodeTrap: the instance trapped; it was discarded and the engine stays usable.
 	CodeTrap = "trap"
 )
@@ -37,6 +45,8 @@ const (
 	LimitLogs         = "logs"
 	LimitSyscalls     = "syscalls"
 	LimitSyscallBytes = "syscall_bytes"
+	// LimitFuel: the call did more guest work than Limits.Fuel allows.
+	LimitFuel = "fuel"
 )
 
 // Codes that reach the guest in a rejected syscall Promise when the host, not the Syscaller,
@@ -44,7 +54,7 @@ const (
 const (
 	// CodeUnknownSyscall is the one fixed answer to every syscall when Run has no Syscaller.
 	CodeUnknownSyscall = "unknown_syscall"
-	// CodeSyscallFailed replaces any Syscaller error that is not a *SyscallError, so that
+	// CodeSyscallFailed replaces any Syscaller error that is not a *liberr.Error, so that
 	// host internals never reach the guest.
 	CodeSyscallFailed = "syscall_failed"
 	// CodeSyscallArgsInvalid: the guest passed arguments that are not JSON.
@@ -93,20 +103,6 @@ func (e *Error) Is(target error) bool {
 		return false
 	}
 	return t.Code == e.Code && (t.Limit == "" || t.Limit == e.Limit)
-}
-
-// SyscallError is how a Syscaller refuses a call: the guest's Promise rejects with an Error
-// whose code and message are these. A Syscaller may return it directly or wrapped.
-type SyscallError struct {
-	Code    string
-	Message string
-}
-
-func (e *SyscallError) Error() string {
-	if e.Message == "" {
-		return "wasm: syscall: " + e.Code
-	}
-	return "wasm: syscall: " + e.Code + ": " + e.Message
 }
 
 // maxErrorText bounds the message and stack of a guest error: a program can throw an

@@ -5,8 +5,8 @@
 // read flags, call the library and print what it answers.
 //
 // What it owns: the command line (cobra: help, examples and completion on every
-// command, slog logs on stderr), the translation between MCP and the kernel
-// (internal/mcpserve, on the official Go SDK), the report formats of 'libos validate'
+// command, slog logs on stderr; MCP itself is served by the public package
+// mcpserver, which embedders use the same way), the report formats of 'libos validate'
 // (text, JSON, JUnit XML), the echo diagnostic as a model would run it
 // (internal/diag), the demo script, the choice of the process 'libos serve' serves
 // (the store's one live process of the image, else a new one), and the operator

@@ -1,21 +1,25 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentlibos/libos/cmd/libos/internal/mcpserve"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/mcpserver"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -122,7 +126,7 @@ its typed code and message are printed on stderr.`,
 					res, err = sys.k.Runtime().Tools.Call(cmd.Context(), pid, args[1], rawArgs)
 				default:
 					if frame == nil {
-						frame, err = mcpserve.Frame(args[1], rawArgs)
+						frame, err = mcpserver.Frame(args[1], rawArgs)
 						if err != nil {
 							return usageErr("%v", err)
 						}
@@ -174,11 +178,9 @@ default image (or --image), in a throwaway store.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: pidArgs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := engine.Provider(format)
-			switch p {
-			case engine.ProviderMCP, engine.ProviderOpenAI, engine.ProviderAnthropic:
-			default:
-				return usageErr("--format %q: want mcp, openai or anthropic", format)
+			p, err := render.ParseProvider(format)
+			if err != nil {
+				return usageErr("--format: %v", err)
 			}
 			proj, err := parseProjection(projection)
 			if err != nil {
@@ -189,7 +191,7 @@ default image (or --image), in a throwaway store.`,
 				if err != nil {
 					return usageErr("%v (list processes with 'libos ps')", err)
 				}
-				out, err := engine.RenderTools(defs, p)
+				out, err := render.Tools(defs, p)
 				if err != nil {
 					return usageErr("%v", err)
 				}
@@ -211,10 +213,14 @@ default image (or --image), in a throwaway store.`,
 			})
 		},
 	}
-	c.Flags().StringVar(&format, "format", "mcp", "rendering: mcp, openai or anthropic")
+	var providers []string
+	for _, p := range render.Providers() {
+		providers = append(providers, string(p))
+	}
+	c.Flags().StringVar(&format, "format", string(render.MCP), "rendering: "+strings.Join(providers, ", "))
 	c.Flags().StringVar(&projection, "projection", "", "without PID: the projection of the fresh process (default: the image's)")
 	c.Flags().StringVar(&image, "image", "", "without PID: the image of the fresh process (default: the embedded image)")
-	_ = c.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"mcp", "openai", "anthropic"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = c.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(providers, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("projection", cobra.FixedCompletions([]string{"direct", "multiplexed"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
@@ -337,8 +343,9 @@ the list comes from it.`,
 }
 
 func newEventsCmd(e *env) *cobra.Command {
-	var verify, asJSON, follow bool
+	var verify, asJSON, follow, printHead bool
 	var after uint64
+	var expectHead string
 	c := &cobra.Command{
 		Use:   "events PID",
 		Short: "Print a process's event log; --verify checks its hash chain, --follow waits for more",
@@ -347,20 +354,42 @@ call ID and data. --verify checks the whole hash chain (each event carries the h
 the previous one, and the head record the last) and exits 1 when any event was edited,
 removed, inserted or reordered, naming the first bad sequence number. --follow keeps
 printing new events as they are appended (by a running 'libos serve', for instance)
-until interrupted.`,
+until interrupted.
+
+A chain checks itself, not its length: a store cut back to an earlier state (its newest
+events and head record lost together, as when the newest WAL file is deleted) is a
+shorter chain that verifies. --head verifies the log and prints its head as SEQ:HASH;
+keep that line somewhere else, and --verify --expect-head SEQ:HASH later fails when the
+log is shorter than SEQ or its event SEQ has another hash.`,
 		Example: `  libos events pid_0123...
   libos events pid_0123... --verify
+  libos events pid_0123... --head > head.txt
+  libos events pid_0123... --verify --expect-head "$(cat head.txt)"
   libos events pid_0123... --follow --json --after 10`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: pidArgs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, pid := cmd.Context(), args[0]
-			if verify && follow {
-				return usageErr("--verify and --follow do not go together: verify a log, or follow it")
+			if (verify || printHead) && follow {
+				return usageErr("--verify and --head do not go with --follow: verify a log, or follow it")
+			}
+			var anchor *headAnchor
+			if expectHead != "" {
+				if !verify {
+					return usageErr("--expect-head needs --verify")
+				}
+				a, err := parseHeadAnchor(expectHead)
+				if err != nil {
+					return usageErr("--expect-head: %v", err)
+				}
+				anchor = &a
 			}
 			var info engine.ProcessInfo
 			if err := e.op(ctx, opRequest{Op: "process", PID: pid}, &info); err != nil {
 				return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
+			}
+			if printHead {
+				return e.printHead(ctx, pid)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			if !asJSON {
@@ -403,10 +432,20 @@ until interrupted.`,
 				fmt.Fprintf(e.stderr, "libos events: %v\n", err)
 				return failed()
 			}
+			if anchor != nil {
+				if err := e.checkAnchor(ctx, pid, last, *anchor); err != nil {
+					fmt.Fprintf(e.stderr, "libos events: %v\n", err)
+					return failed()
+				}
+				fmt.Fprintf(e.stderr, "verified: %d events, hash chain intact, head %d %s, expected head %d present\n", n, last.Seq, hex.EncodeToString(last.Hash), anchor.seq)
+				return nil
+			}
 			fmt.Fprintf(e.stderr, "verified: %d events, hash chain intact, head %d %s\n", n, last.Seq, hex.EncodeToString(last.Hash))
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&printHead, "head", false, "verify the log and print its head as SEQ:HASH, to keep elsewhere for --expect-head")
+	c.Flags().StringVar(&expectHead, "expect-head", "", "with --verify: fail unless the log reaches SEQ and its event SEQ has HASH (from --head)")
 	c.Flags().BoolVar(&verify, "verify", false, "verify the hash chain; exit 1 when it is broken")
 	c.Flags().BoolVar(&follow, "follow", false, "keep printing new events until interrupted")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON event per line")
@@ -465,4 +504,77 @@ func newCandidatesCmd(e *env) *cobra.Command {
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the full candidate records as JSON")
 	return c
+}
+
+// headAnchor is a head exported by --head: a sequence number and the hash of that event.
+type headAnchor struct {
+	seq  uint64
+	hash []byte
+}
+
+func parseHeadAnchor(s string) (headAnchor, error) {
+	seqText, hashText, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok {
+		return headAnchor{}, fmt.Errorf("%q is not SEQ:HASH as 'libos events PID --head' prints it", s)
+	}
+	seq, err := strconv.ParseUint(seqText, 10, 64)
+	if err != nil {
+		return headAnchor{}, fmt.Errorf("sequence %q is not a number", seqText)
+	}
+	hash, err := hex.DecodeString(hashText)
+	if err != nil || len(hash) != sha256.Size {
+		return headAnchor{}, fmt.Errorf("hash %q is not %d hex bytes", hashText, sha256.Size)
+	}
+	return headAnchor{seq: seq, hash: hash}, nil
+}
+
+// printHead verifies pid's log and prints its head as SEQ:HASH.
+func (e *env) printHead(ctx context.Context, pid string) error {
+	if err := e.op(ctx, opRequest{Op: "verify", PID: pid}, nil); err != nil {
+		fmt.Fprintf(e.stderr, "libos events: %v\n", err)
+		return failed()
+	}
+	var last store.Event
+	for after := uint64(0); ; {
+		var evs []store.Event
+		if err := e.op(ctx, opRequest{Op: "events", PID: pid, After: after}, &evs); err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		last = evs[len(evs)-1]
+		after = last.Seq
+	}
+	hash := last.Hash
+	if last.Seq == 0 {
+		hash = make([]byte, sha256.Size)
+	}
+	fmt.Fprintf(e.stdout, "%d:%s\n", last.Seq, hex.EncodeToString(hash))
+	return nil
+}
+
+// checkAnchor checks a verified log, whose last event is last, against an exported head:
+// the log must reach the anchor's sequence, and its event there must have the anchor's
+// hash. Since the chain verified, every event before it is then the one exported too.
+func (e *env) checkAnchor(ctx context.Context, pid string, last store.Event, a headAnchor) error {
+	if a.seq == 0 {
+		return nil
+	}
+	if last.Seq < a.seq {
+		return &store.VerifyError{PID: pid, Seq: last.Seq + 1, Reason: fmt.Sprintf(
+			"the log ends at %d, before the expected head %d: events %d to %d were removed (the store was cut back or rolled back)", last.Seq, a.seq, last.Seq+1, a.seq)}
+	}
+	var evs []store.Event
+	if err := e.op(ctx, opRequest{Op: "events", PID: pid, After: a.seq - 1}, &evs); err != nil {
+		return err
+	}
+	if len(evs) == 0 || evs[0].Seq != a.seq {
+		return &store.VerifyError{PID: pid, Seq: a.seq, Reason: "the expected head's event is missing"}
+	}
+	if !bytes.Equal(evs[0].Hash, a.hash) {
+		return &store.VerifyError{PID: pid, Seq: a.seq, Reason: fmt.Sprintf(
+			"hash %s differs from the expected head's %s: this is another log", hex.EncodeToString(evs[0].Hash), hex.EncodeToString(a.hash))}
+	}
+	return nil
 }

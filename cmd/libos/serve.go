@@ -12,8 +12,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/agentlibos/libos/cmd/libos/internal/mcpserve"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/mcpserver"
 )
 
 type serveFlags struct {
@@ -85,7 +86,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return err
 	}
 	// The image is checked before the store is touched: a bad manifest changes nothing.
-	var img *engine.Image
+	var img *image.Image
 	if f.pid == "" {
 		if img, err = loadImage(f.image, proj); err != nil {
 			return err
@@ -136,7 +137,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return usageErr("serve: %v", err)
 	}
-	bridge, err := mcpserve.New(sys.k, pid, mcpserve.Options{
+	bridge, err := mcpserver.New(sys.k, pid, mcpserver.Options{
 		Name:         "libos",
 		Version:      version,
 		Instructions: instr,
@@ -159,7 +160,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 // none, and a usage error naming them when there are several. A process matches when
 // it was spawned (not forked) from an image with img's digest as a spawn records it:
 // the same manifest, Skills and limits, and the same projection.
-func processOf(k *engine.Kernel, img *engine.Image) (string, error) {
+func processOf(k *engine.Kernel, img *image.Image) (string, error) {
 	want := *img
 	if want.Projection == "" {
 		want.Projection = engine.Direct // what a spawn records for an image without one
@@ -189,7 +190,7 @@ func processOf(k *engine.Kernel, img *engine.Image) (string, error) {
 // signal arrives. On a signal, the kernel stops taking calls and waits for the calls in
 // flight to settle while the connection is still open, so their answers reach the
 // client; then the connection closes.
-func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserve.Server) error {
+func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserver.Server) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	go func() {
@@ -211,7 +212,7 @@ func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserve.Serve
 
 // serveHTTP serves streamable HTTP on addr until a signal arrives, then stops
 // accepting connections, lets calls in flight settle and closes.
-func serveHTTP(ctx context.Context, e *env, sys *system, bridge *mcpserve.Server, addr string) error {
+func serveHTTP(ctx context.Context, e *env, sys *system, bridge *mcpserver.Server, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return usageErr("--http %s: %v", addr, err)

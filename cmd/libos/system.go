@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
 	"github.com/agentlibos/libos/wasm"
@@ -138,8 +139,8 @@ func (s *system) Close() error {
 
 // image is the image to spawn: the file at path, or the embedded default image. A
 // non-empty projection overrides the image's.
-func loadImage(path string, projection engine.Projection) (*engine.Image, error) {
-	var img *engine.Image
+func loadImage(path string, projection engine.Projection) (*image.Image, error) {
+	var img *image.Image
 	var err error
 	if path == "" {
 		img, err = tools.DefaultImage()
@@ -148,7 +149,7 @@ func loadImage(path string, projection engine.Projection) (*engine.Image, error)
 		if aerr != nil {
 			return nil, usageErr("--image: %v", aerr)
 		}
-		img, err = engine.LoadImage(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
+		img, err = image.LoadImage(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
 	}
 	if err != nil {
 		return nil, usageErr("%s", describe(err))

@@ -32,18 +32,34 @@ type Finding struct {
 	Detail string
 }
 
-// Limits bound the shapes that make a compiler's parser slow: nesting of brackets and
-// template substitutions, and, within one bracket, runs of tokens that nest or make a
-// TypeScript parser guess (arrows, `<`, statements without braces).
+// Limits bound the shapes that make a compiler's parser slow or deep: nesting of brackets
+// and template substitutions; within one bracket, runs of tokens that nest or make a
+// TypeScript parser guess (arrows, `<`, statements without braces); and the length of one
+// expression, which parsers hold as a tree as deep as it is long (a sum of 30,000 terms,
+// a chain of 29,000 members or calls, 7,000 nested conditionals) and compilers fold and
+// print recursively.
 type Limits struct {
 	Depth  int // brackets ( [ { and `${` open at once
 	Arrows int // `=>` in one bracket with no `;`, `,` or block between
 	Angles int // `<` in one bracket with no `;` or block between
 	Stmts  int // if/else/for/while/do/with in one bracket with no `;`, `,` or block between
+	// Operators bounds one expression: punctuation bytes other than `;` and `,` (so `===`
+	// counts three), brackets opened in it (calls, indexes, groups), template pieces and
+	// the operator keywords, in one bracket with no `;`, `,`, block or statement-ending
+	// line break between.
+	Operators int
+	// Items bounds the comma-separated items of one pair of parentheses (a comma
+	// expression, arguments, parameters); array and object literals are not bounded.
+	Items int
 }
 
-// DefaultLimits are far above what readable code reaches.
-var DefaultLimits = Limits{Depth: 128, Arrows: 16, Angles: 128, Stmts: 64}
+// DefaultLimits are far above what readable code reaches, and below the limits of the
+// parser that checks esbuild's output (1,000 nested or chained expressions).
+var DefaultLimits = Limits{Depth: 128, Arrows: 16, Angles: 128, Stmts: 64, Operators: 512, Items: 256}
+
+// operatorWords are the keywords that act as operators inside an expression.
+var operatorWords = map[string]bool{"typeof": true, "void": true, "delete": true, "await": true, "new": true,
+	"in": true, "instanceof": true, "yield": true, "as": true, "satisfies": true, "keyof": true}
 
 // Tokens is a source split into tokens once, for Complexity and Scan to share.
 type Tokens struct {
@@ -67,10 +83,25 @@ func Complexity(src string, lim Limits) (offset int, what string, ok bool) {
 // Complexity is the package function Complexity on the lexed source.
 func (x *Tokens) Complexity(lim Limits) (offset int, what string, ok bool) {
 	src, toks := x.src, x.toks
-	type frame struct{ arrows, angles, stmts int }
+	type frame struct {
+		arrows, angles, stmts, ops, items int
+		paren                             bool
+	}
 	frames := []frame{{}}
-	for _, t := range toks {
+	tooLong := func(t token) (int, string, bool) {
+		return t.start, fmt.Sprintf("more than %d operators in one expression", lim.Operators), false
+	}
+	for i, t := range toks {
 		f := &frames[len(frames)-1]
+		if i > 0 && endsStatement(src, toks[i-1], t) {
+			f.ops = 0
+		}
+		if t.kind == kTemplate || t.kind == kIdent && operatorWords[t.name] ||
+			t.kind == kPunct && t.name != ";" && t.name != "," && t.name != ")" && t.name != "]" && t.name != "}" {
+			if f.ops++; lim.Operators > 0 && f.ops > lim.Operators {
+				return tooLong(t)
+			}
+		}
 		if t.kind == kTemplate {
 			text := src[t.start:t.end]
 			opens := strings.HasSuffix(text, "${")
@@ -89,7 +120,7 @@ func (x *Tokens) Complexity(lim Limits) (offset int, what string, ok bool) {
 		case t.kind == kPunct:
 			switch t.name {
 			case "(", "[", "{":
-				frames = append(frames, frame{})
+				frames = append(frames, frame{paren: t.name == "("})
 			case ")", "]":
 				if len(frames) > 1 {
 					frames = frames[:len(frames)-1]
@@ -98,11 +129,17 @@ func (x *Tokens) Complexity(lim Limits) (offset int, what string, ok bool) {
 				if len(frames) > 1 {
 					frames = frames[:len(frames)-1]
 				}
-				frames[len(frames)-1] = frame{}
+				// A block ends what came before it; the items of an enclosing pair of
+				// parentheses go on.
+				g := &frames[len(frames)-1]
+				*g = frame{paren: g.paren, items: g.items}
 			case ";":
-				*f = frame{}
+				*f = frame{paren: f.paren, items: f.items}
 			case ",":
-				f.arrows, f.stmts = 0, 0
+				f.arrows, f.stmts, f.ops = 0, 0, 0
+				if f.items++; f.paren && lim.Items > 0 && f.items >= lim.Items {
+					return t.start, fmt.Sprintf("more than %d items in one pair of parentheses", lim.Items), false
+				}
 			case "<":
 				if f.angles++; f.angles > lim.Angles {
 					return t.start, fmt.Sprintf("more than %d `<` in one expression", lim.Angles), false
@@ -125,6 +162,39 @@ func (x *Tokens) Complexity(lim Limits) (offset int, what string, ok bool) {
 		}
 	}
 	return 0, "", true
+}
+
+// endsStatement reports whether a line break between the tokens prev and next ends the
+// expression before it, as automatic semicolon insertion does in code written without
+// semicolons: prev can end an expression and next can only start a new one. When it is
+// not sure, it says no, which only makes the bound on one expression count more.
+func endsStatement(src string, prev, next token) bool {
+	gap := src[prev.end:next.start]
+	if !strings.ContainsAny(gap, "\n\r\u2028\u2029") {
+		return false
+	}
+	switch prev.kind {
+	case kPunct:
+		if prev.name != ")" && prev.name != "]" && prev.name != "}" {
+			return false
+		}
+	case kIdent:
+		if operatorWords[prev.name] {
+			return false
+		}
+	case kTemplate:
+		if !strings.HasSuffix(src[prev.start:prev.end], "`") {
+			return false
+		}
+	}
+	switch next.kind {
+	case kIdent:
+		return !operatorWords[next.name] || next.name == "new" || next.name == "typeof" ||
+			next.name == "void" || next.name == "delete" || next.name == "await" || next.name == "yield"
+	case kNumber, kString, kPrivate:
+		return true
+	}
+	return false
 }
 
 // Scan returns the module forms of src in source order.

@@ -1,0 +1,582 @@
+package image
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"maps"
+	"math"
+	"path"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/liberr"
+	"github.com/agentlibos/libos/syscalls"
+)
+
+// Projection is how a process's tool table is shown to the model.
+type Projection string
+
+const (
+	// Direct shows every visible process tool, JIT tools included, as its own function
+	// with its stored input schema. The zero value of engine.ProcessConfig.Projection.
+	Direct Projection = "direct"
+	// Multiplexed shows the non-JIT process tools plus the pseudo-function
+	// run_jit_tool {"tool_name","arguments"}; JIT names and schemas stay hidden.
+	Multiplexed Projection = "multiplexed"
+)
+
+// RunJITTool is the multiplexed projection's pseudo-function. It is never a process
+// tool: an image may not enable it and a Skill may not allow it.
+const RunJITTool = "run_jit_tool"
+
+// SkillToolName is the built-in tool that activates a Skill (package tools builds it).
+// An image that ships Skills must enable it; it always passes the Skill gate.
+const SkillToolName = "activate_skill"
+
+// ToolName is the form of every tool name.
+var ToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Limits bound what one tool call may carry. In engine.Config the zero value of a field
+// means its default; in an image or engine.ProcessConfig it means "the kernel's limit",
+// and a set field can only tighten the kernel's limit, never raise it.
+type Limits struct {
+	// MaxArgumentBytes bounds the raw arguments of a call (the arguments text as the
+	// model sent it, or the compact form of an already decoded object). Default 64 KiB.
+	MaxArgumentBytes int `json:"max_argument_bytes,omitempty"`
+	// MaxResultBytes bounds a handler's result; an oversized result fails the call and
+	// persists no ToolResult. Default 64 KiB.
+	MaxResultBytes int `json:"max_result_bytes,omitempty"`
+	// MaxDepth bounds the nesting of arguments and results. Default 64.
+	MaxDepth int `json:"max_depth,omitempty"`
+	// MaxCalls is the process's tool-call budget: how many calls may ever reach
+	// tool_called. 0 means no budget.
+	MaxCalls int64 `json:"max_calls,omitempty"`
+}
+
+// ImageFormat is the manifest format this package reads. A manifest names it in its
+// "format" field; any other value is refused.
+const ImageFormat = "libos.image/v1"
+
+// MaxImageBytes bounds a manifest.
+const MaxImageBytes = 1 << 20
+
+//go:embed images/image.schema.json
+var imageSchemaText []byte
+
+//go:embed images/default.yaml
+var defaultManifest []byte
+
+var imageSchema = func() *jsonschema.Schema {
+	doc, err := jsonx.Decode(imageSchemaText, 64)
+	if err != nil {
+		panic("image: schema: " + err.Error())
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	if err := c.AddResource("urn:libos:image:v1", doc.ToAny()); err != nil {
+		panic("image: schema: " + err.Error())
+	}
+	s, err := c.Compile("urn:libos:image:v1")
+	if err != nil {
+		panic("image: schema: " + err.Error())
+	}
+	return s
+}()
+
+// Image is what a process is made from: a loaded, checked manifest with the text of
+// its Skills. Its JSON form (the Skills whole) is what the process record keeps, so a
+// reopened kernel needs no manifest file.
+type Image struct {
+	Format      string `json:"format"`
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	Description string `json:"description,omitempty"`
+	// Instructions are model-facing: the kernel renders them, with the Skill catalog,
+	// in Kernel.Instructions.
+	Instructions string `json:"instructions,omitempty"`
+	// Tools are the built-in tools enabled in the process tool table.
+	Tools []string `json:"tools"`
+	// BaseTools are the tools that stay allowed while Skills are active (the Skill
+	// tool always does). Every one is in Tools.
+	BaseTools []string `json:"base_tools,omitempty"`
+	// Skills are the Skills the image ships, parsed.
+	Skills []Skill `json:"skills,omitempty"`
+	// Capabilities are granted at spawn. Each is required by some syscall route.
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Projection is direct (the default) or multiplexed.
+	Projection Projection  `json:"projection,omitempty"`
+	Limits     ImageLimits `json:"limits,omitzero"`
+	// Approvals raise routes and tools to operator approval.
+	Approvals ApprovalPolicy `json:"approvals,omitzero"`
+	// PolicySpec is the route policy: net (egress), secrets, labels, data_flow and
+	// external_tools, top-level fields of the manifest. Its zero value refuses every
+	// fetch and labels nothing.
+	syscalls.PolicySpec
+}
+
+// ImageLimits are an image's limits: the kernel's per-call limits (which only
+// tighten the kernel's), the sandbox bounds of its JIT tools and its durable syscall
+// budgets.
+type ImageLimits struct {
+	Limits
+	Sandbox SandboxLimits `json:"sandbox,omitzero"`
+	// Journal bounds the syscall journal of each JIT tool call (what a call's export
+	// as a tape can hold); zero fields are syscalls' defaults.
+	Journal syscalls.JournalLimits `json:"journal,omitzero"`
+	// SyscallBudgets map a budget name (syscalls.BudgetAll, an area such as "kv", or a
+	// route) to the most calls the process may ever make (syscalls.Caller.Budgets).
+	SyscallBudgets map[string]int64 `json:"syscall_budgets,omitempty"`
+}
+
+// SandboxLimits bound one JIT tool call in the sandbox. Zero means the sandbox's
+// default. The JIT lifecycle reads them from Call.Sandbox.
+type SandboxLimits struct {
+	WallTimeMillis int64 `json:"wall_time_ms,omitempty"`
+	MemoryBytes    int64 `json:"memory_bytes,omitempty"`
+}
+
+// WallTime is WallTimeMillis as a duration.
+func (s SandboxLimits) WallTime() time.Duration {
+	return time.Duration(s.WallTimeMillis) * time.Millisecond
+}
+
+// ApprovalPolicy raises routes and tools to operator approval.
+type ApprovalPolicy struct {
+	// Routes maps a route class to its approval class: a route name ("kv.put"), an
+	// area ("kv": every kv.* route) or a side-effect class ("read", "write"). A class
+	// can only be raised: the route table's own operator class always stands.
+	Routes map[string]syscalls.ApprovalClass `json:"routes,omitempty"`
+	// Tools maps a tool of the image to its approval class: an operator-class tool
+	// waits for a decision before its call is opened.
+	Tools map[string]syscalls.ApprovalClass `json:"tools,omitempty"`
+}
+
+// manifest is the on-disk form: Skills are paths.
+type manifest struct {
+	Format       string         `json:"format"`
+	Name         string         `json:"name"`
+	Version      string         `json:"version"`
+	Description  string         `json:"description"`
+	Instructions string         `json:"instructions"`
+	Tools        []string       `json:"tools"`
+	BaseTools    []string       `json:"base_tools"`
+	Skills       []string       `json:"skills"`
+	Capabilities []string       `json:"capabilities"`
+	Projection   Projection     `json:"projection"`
+	Limits       ImageLimits    `json:"limits"`
+	Approvals    ApprovalPolicy `json:"approvals"`
+	syscalls.PolicySpec
+}
+
+// DefaultImage is the image embedded in the binary: echo, the JIT lifecycle tools and
+// the Skill tool; clock:now, kv:read, kv:write and tools:call; direct projection; the
+// Skills protocol-diagnostics and jit-authoring, read from skills (a directory per
+// Skill holding SKILL.md; package tools embeds them and offers tools.DefaultImage).
+func DefaultImage(skills fs.FS) (*Image, error) {
+	return ParseImage(defaultManifest, skills)
+}
+
+// LoadImage reads the manifest at name in fsys (YAML, or JSON when it starts with
+// "{"). Skill entries are directories holding a SKILL.md, relative to the manifest's
+// directory, inside fsys. Every problem of the manifest and its Skills is listed at
+// once in the Details of an *Error with code invalid_image.
+func LoadImage(fsys fs.FS, name string) (*Image, error) {
+	data, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return nil, &liberr.Error{Layer: layer, Code: CodeInvalidImage, Message: "image: " + err.Error(), Err: err}
+	}
+	return parseImage(data, fsys, path.Dir(name))
+}
+
+// ParseImage parses a manifest whose Skill entries are relative to the root of fsys
+// (nil when it ships none). See LoadImage.
+func ParseImage(data []byte, fsys fs.FS) (*Image, error) {
+	return parseImage(data, fsys, ".")
+}
+
+func parseImage(data []byte, fsys fs.FS, dir string) (*Image, error) {
+	var ps problems
+	img := decodeManifest(data, fsys, dir, &ps)
+	if err := ps.Err(CodeInvalidImage, "image"); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+func decodeManifest(data []byte, fsys fs.FS, dir string, ps *problems) *Image {
+	if len(data) > MaxImageBytes {
+		ps.add("", "the manifest is %d bytes, more than %d", len(data), MaxImageBytes)
+		return nil
+	}
+	var doc any
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
+		v, err := jsonx.Decode(data, 64)
+		if err != nil {
+			ps.add("", "the manifest is not exact JSON: %v", err)
+			return nil
+		}
+		doc = v.ToAny()
+	} else {
+		var node yaml.Node
+		if err := yaml.Unmarshal(data, &node); err != nil {
+			ps.add("", "the manifest is not YAML: %s", yamlMessage(err))
+			return nil
+		}
+		if len(node.Content) == 0 {
+			ps.add("", "the manifest is empty")
+			return nil
+		}
+		doc = yamlValue(node.Content[0], "", ps, 0)
+		if len(*ps) > 0 {
+			return nil
+		}
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		ps.add("", "the manifest must be a mapping (an object)")
+		return nil
+	}
+	if err := imageSchema.Validate(doc); err != nil {
+		var ve *jsonschema.ValidationError
+		if !errors.As(err, &ve) {
+			ps.add("", "%v", err)
+		} else {
+			schemaProblems(ve, ps)
+		}
+	}
+	obj := doc.(map[string]any)
+	img := checkManifest(obj, fsys, dir, ps)
+	if len(*ps) > 0 {
+		return nil
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		ps.add("", "%v", err)
+		return nil
+	}
+	var m manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		ps.add("", "%v", err)
+		return nil
+	}
+	img.Format, img.Name, img.Version, img.Description = m.Format, m.Name, m.Version, m.Description
+	img.Instructions = strings.TrimSpace(m.Instructions)
+	img.Tools, img.BaseTools, img.Capabilities = m.Tools, m.BaseTools, m.Capabilities
+	img.Projection, img.Limits, img.Approvals = m.Projection, m.Limits, m.Approvals
+	img.PolicySpec = m.PolicySpec
+	if img.Projection == "" {
+		img.Projection = Direct
+	}
+	return img
+}
+
+// schemaProblems lists the leaf findings of a schema validation.
+func schemaProblems(ve *jsonschema.ValidationError, ps *problems) {
+	var walk func(u *jsonschema.OutputUnit)
+	walk = func(u *jsonschema.OutputUnit) {
+		if u.Error != nil && len(u.Errors) == 0 {
+			ps.add(u.InstanceLocation, "%s", u.Error.String())
+		}
+		for i := range u.Errors {
+			walk(&u.Errors[i])
+		}
+	}
+	walk(ve.DetailedOutput())
+}
+
+// yamlValue turns a YAML node into the value JSON would give (map[string]any, []any,
+// json.Number, string, bool, nil). Aliases, merge keys, non-string keys, duplicate
+// keys and non-finite numbers are refused: a manifest means one thing.
+func yamlValue(n *yaml.Node, at string, ps *problems, depth int) any {
+	if depth > 32 {
+		ps.add(at, "nested too deeply")
+		return nil
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		ps.add(at, "YAML aliases are not allowed in a manifest")
+		return nil
+	case yaml.MappingNode:
+		out := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+				ps.add(at, "line %d: keys must be strings (got %s)", k.Line, strings.TrimPrefix(k.ShortTag(), "!!"))
+				continue
+			}
+			p := at + "/" + jsonx.EscapePointer(k.Value)
+			if _, dup := out[k.Value]; dup {
+				ps.add(p, "line %d: key %q appears twice", k.Line, k.Value)
+				continue
+			}
+			out[k.Value] = yamlValue(v, p, ps, depth+1)
+		}
+		return out
+	case yaml.SequenceNode:
+		out := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			out[i] = yamlValue(c, at+"/"+strconv.Itoa(i), ps, depth+1)
+		}
+		return out
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!str", "!!timestamp":
+			return n.Value
+		case "!!null":
+			return nil
+		case "!!bool":
+			var b bool
+			if err := n.Decode(&b); err != nil {
+				ps.add(at, "line %d: %s", n.Line, yamlMessage(err))
+			}
+			return b
+		case "!!int":
+			var i int64
+			if err := n.Decode(&i); err != nil {
+				ps.add(at, "line %d: %s", n.Line, yamlMessage(err))
+				return nil
+			}
+			return json.Number(strconv.FormatInt(i, 10))
+		case "!!float":
+			var f float64
+			if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				ps.add(at, "line %d: %q is not a finite number", n.Line, n.Value)
+				return nil
+			}
+			return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+		}
+		ps.add(at, "line %d: unsupported YAML tag %s", n.Line, n.Tag)
+		return nil
+	}
+	ps.add(at, "unsupported YAML node")
+	return nil
+}
+
+// strings returns the string items of doc[key] (other items are the schema's
+// problem), with their index.
+func stringsAt(doc map[string]any, key string) map[int]string {
+	out := map[int]string{}
+	if a, ok := doc[key].([]any); ok {
+		for i, v := range a {
+			if s, ok := v.(string); ok {
+				out[i] = s
+			}
+		}
+	}
+	return out
+}
+
+func ordered(m map[int]string) []int {
+	is := make([]int, 0, len(m))
+	for i := range m {
+		is = append(is, i)
+	}
+	sort.Ints(is)
+	return is
+}
+
+// keysAt returns the keys of the object at doc[path...].
+func keysAt(doc map[string]any, path ...string) []string {
+	var cur any = doc
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[p]
+	}
+	m, _ := cur.(map[string]any)
+	return slices.Sorted(maps.Keys(m))
+}
+
+// checkManifest makes the checks a schema cannot: references between fields, the
+// Skills, and the route table. It reads the decoded document leniently, so that a
+// field of the wrong type (the schema's finding) does not hide the others' problems.
+func checkManifest(doc map[string]any, fsys fs.FS, dir string, ps *problems) *Image {
+	img := &Image{}
+	toolList := stringsAt(doc, "tools")
+	tools := map[string]bool{}
+	for _, i := range ordered(toolList) {
+		t := toolList[i]
+		if t == RunJITTool {
+			ps.add("/tools/"+strconv.Itoa(i), "%s is not a process tool and cannot be enabled", RunJITTool)
+		}
+		tools[t] = true
+	}
+	base := stringsAt(doc, "base_tools")
+	for _, i := range ordered(base) {
+		if !tools[base[i]] {
+			ps.add("/base_tools/"+strconv.Itoa(i), "base tool %q is not among the image's tools", base[i])
+		}
+	}
+
+	routes := syscalls.Routes()
+	caps, names, areas := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, r := range routes {
+		caps[string(r.Capability)] = true
+		names[r.Name] = true
+		area, _, _ := strings.Cut(r.Name, ".")
+		areas[area] = true
+	}
+	capList := stringsAt(doc, "capabilities")
+	for _, i := range ordered(capList) {
+		if c := capList[i]; !caps[c] {
+			ps.add("/capabilities/"+strconv.Itoa(i), "no syscall route requires capability %q (capabilities are exact strings)", c)
+		}
+	}
+	for _, k := range keysAt(doc, "limits", "syscall_budgets") {
+		if k != syscalls.BudgetAll && !names[k] && !areas[k] {
+			ps.add("/limits/syscall_budgets/"+jsonx.EscapePointer(k), "%q is not %q, a route area or a route", k, syscalls.BudgetAll)
+		}
+	}
+	for _, k := range keysAt(doc, "approvals", "routes") {
+		if !names[k] && !areas[k] && k != string(syscalls.EffectRead) && k != string(syscalls.EffectWrite) {
+			ps.add("/approvals/routes/"+jsonx.EscapePointer(k), "%q is not a route, a route area, read or write", k)
+		}
+	}
+	for _, k := range keysAt(doc, "approvals", "tools") {
+		if !tools[k] {
+			ps.add("/approvals/tools/"+jsonx.EscapePointer(k), "tool %q is not among the image's tools", k)
+		}
+	}
+
+	for _, i := range ordered(stringsAt(doc, "external_tools")) {
+		if t := stringsAt(doc, "external_tools")[i]; !tools[t] {
+			ps.add("/external_tools/"+strconv.Itoa(i), "tool %q is not among the image's tools", t)
+		}
+	}
+	if spec, ok := policySpecOf(doc); ok {
+		_, probs := syscalls.CompilePolicy(spec)
+		for _, p := range probs {
+			ps.add(p.At, "%s", p.Message)
+		}
+	}
+
+	skillList := stringsAt(doc, "skills")
+	if len(skillList) > 0 && !tools[SkillToolName] {
+		ps.add("/tools", "the image ships Skills but does not enable %s, so none could be activated", SkillToolName)
+	}
+	seen := map[string]int{}
+	for _, i := range ordered(skillList) {
+		entry := skillList[i]
+		at := "/skills/" + strconv.Itoa(i)
+		p := path.Join(dir, entry, "SKILL.md")
+		if fsys == nil || !fs.ValidPath(p) || path.IsAbs(entry) {
+			ps.add(at, "Skill %q cannot be read: it must be a directory inside the image's file system", entry)
+			continue
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			ps.add(at, "Skill %q: %v", entry, err)
+			continue
+		}
+		before := len(*ps)
+		s := parseSkill(data, at, ps)
+		s.Source = p
+		if len(*ps) > before {
+			continue
+		}
+		if j, dup := seen[s.Name]; dup {
+			ps.add(at, "Skill %q is shipped twice (also /skills/%d)", s.Name, j)
+			continue
+		}
+		seen[s.Name] = i
+		for _, t := range s.AllowedTools {
+			if !tools[t] {
+				ps.add(at+"/allowed-tools", "Skill %s allows %q, which the image does not provide", s.Name, t)
+			}
+		}
+		img.Skills = append(img.Skills, s)
+	}
+	return img
+}
+
+// policySpecOf reads the route policy fields of the document. It is false when they
+// do not decode (a type the schema already reports), so those problems are not listed
+// twice.
+func policySpecOf(doc map[string]any) (syscalls.PolicySpec, bool) {
+	var spec syscalls.PolicySpec
+	part := map[string]any{}
+	for _, k := range []string{"net", "secrets", "labels", "data_flow", "external_tools"} {
+		if v, ok := doc[k]; ok {
+			part[k] = v
+		}
+	}
+	raw, err := json.Marshal(part)
+	if err != nil || json.Unmarshal(raw, &spec) != nil {
+		return syscalls.PolicySpec{}, false
+	}
+	return spec, true
+}
+
+// Digest is the SHA-256 of the image's JSON form, Skills included: two processes
+// with the same digest were made from the same thing.
+func (img *Image) Digest() string {
+	b, _ := json.Marshal(img)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Clone returns a deep copy, so that a process never shares slices or maps with the
+// caller's Image.
+func (img *Image) Clone() *Image {
+	c := *img
+	c.Tools = slices.Clone(img.Tools)
+	c.BaseTools = slices.Clone(img.BaseTools)
+	c.Capabilities = slices.Clone(img.Capabilities)
+	c.Skills = make([]Skill, len(img.Skills))
+	for i, s := range img.Skills {
+		s.AllowedTools = slices.Clone(s.AllowedTools)
+		c.Skills[i] = s
+	}
+	if img.Limits.SyscallBudgets != nil {
+		c.Limits.SyscallBudgets = map[string]int64{}
+		for k, v := range img.Limits.SyscallBudgets {
+			c.Limits.SyscallBudgets[k] = v
+		}
+	}
+	c.Approvals.Routes = maps.Clone(img.Approvals.Routes)
+	c.Approvals.Tools = maps.Clone(img.Approvals.Tools)
+	c.PolicySpec = img.PolicySpec.Clone()
+	return &c
+}
+
+// Skill returns the Skill named name.
+func (img *Image) Skill(name string) (Skill, bool) {
+	for _, s := range img.Skills {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Skill{}, false
+}
+
+// RouteApprovals expands the image's route policy into syscalls.Caller.Approvals.
+func (img *Image) RouteApprovals() map[string]syscalls.ApprovalClass {
+	if len(img.Approvals.Routes) == 0 {
+		return nil
+	}
+	out := map[string]syscalls.ApprovalClass{}
+	for _, r := range syscalls.Routes() {
+		area, _, _ := strings.Cut(r.Name, ".")
+		for _, k := range []string{r.Name, area, string(r.Effect)} {
+			if c, ok := img.Approvals.Routes[k]; ok && c == syscalls.ApprovalOperator {
+				out[r.Name] = syscalls.ApprovalOperator
+			}
+		}
+	}
+	return out
+}

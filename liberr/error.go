@@ -1,0 +1,166 @@
+package liberr
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Code is a stable machine code. Models, audit events, MCP clients and embedders
+// match on it; the message is for people and may change.
+type Code string
+
+// Error is the error of every package of the module. Match it with errors.Is against
+// any error with the same code (the packages' Err* sentinels are *Error values) and
+// read it with errors.As(err, &e) where e is a *liberr.Error.
+type Error struct {
+	Code Code
+	// Layer is the package that emitted the error ("engine", "syscalls", …). Error()
+	// prefixes the message with it; an error whose text must not say which layer
+	// refused (an unknown syscall) leaves it empty.
+	Layer string
+	// Message says what happened, for people, without the layer's name.
+	Message string
+	// Details lists individual findings (schema violations, manifest problems) as data.
+	Details []Detail
+	// Err is the underlying cause. It is never shown to a model.
+	Err error
+}
+
+// Detail is one finding inside an error, such as one schema violation.
+type Detail struct {
+	Path    string `json:"path"` // JSON Pointer into the document
+	Message string `json:"message"`
+}
+
+// New returns an error of layer with code and a formatted message.
+func New(layer string, code Code, format string, args ...any) *Error {
+	if len(args) > 0 {
+		format = fmt.Sprintf(format, args...)
+	}
+	return &Error{Code: code, Layer: layer, Message: format}
+}
+
+// Wrap is New with a cause.
+func Wrap(layer string, code Code, cause error, format string, args ...any) *Error {
+	e := New(layer, code, format, args...)
+	e.Err = cause
+	return e
+}
+
+// Error returns "layer: message", or the message alone when Layer is empty, or the
+// code when there is no message.
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = string(e.Code)
+	}
+	if e.Layer == "" {
+		return msg
+	}
+	return e.Layer + ": " + msg
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrorCode returns the code as a string.
+func (e *Error) ErrorCode() string { return string(e.Code) }
+
+// Is reports whether target carries the same code, whichever layer made either:
+// errors.Is(err, engine.ErrLimitExceeded) holds for a limit_exceeded from the sandbox.
+func (e *Error) Is(target error) bool {
+	if e.Code == "" {
+		return false
+	}
+	t, ok := target.(interface{ ErrorCode() string })
+	return ok && t.ErrorCode() == string(e.Code)
+}
+
+// CodeOf returns the code of the outermost error in err's chain that has one (an
+// ErrorCode() string method, as *Error has), in the order errors.As searches it: an error that wraps a coded error is what its maker
+// meant, so its code wins over the wrapped one. It returns "" for nil and for an
+// error without a code.
+func CodeOf(err error) Code {
+	if c := outermost(err); c != nil {
+		return Code(c.ErrorCode())
+	}
+	return ""
+}
+
+// Outermost returns the outermost coded error in err's chain (see CodeOf) when it is
+// an *Error, else nil.
+func Outermost(err error) *Error {
+	e, _ := outermost(err).(*Error)
+	return e
+}
+
+type coded interface {
+	error
+	ErrorCode() string
+}
+
+func outermost(err error) coded {
+	for err != nil {
+		if c, ok := err.(coded); ok && c.ErrorCode() != "" {
+			return c
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				if c := outermost(inner); c != nil {
+					return c
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// As is errors.As for the one type, for brevity at call sites.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// Clip returns s cut to at most n bytes on a UTF-8 character boundary, with "…"
+// appended when it was cut: a message a guest or a client made can be megabytes long,
+// and neither the audit log nor a model should carry it.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// DescribeDetails writes the first three details as one line ("at /a: …; at /b: …;
+// and 2 more"), for an error's message.
+func DescribeDetails(ds []Detail) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(ds)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		p := d.Path
+		if p == "" {
+			p = "/"
+		}
+		fmt.Fprintf(&b, "at %s: %s", p, d.Message)
+	}
+	return b.String()
+}

@@ -1,0 +1,242 @@
+package libos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/mcpserver"
+	"github.com/agentlibos/libos/store"
+	"github.com/agentlibos/libos/tools"
+	"github.com/agentlibos/libos/wasm"
+)
+
+// Options configures a System. The zero value is ready to use: no compilation cache on
+// disk, the sandbox's and the kernel's default limits, the built-in tools only.
+type Options struct {
+	// CacheDir holds wazero's compilation cache of the sandbox guest, so that a new
+	// process starts without compiling it again (DefaultCacheDir is the one the libos
+	// command uses). It is created if missing. Empty compiles in memory and writes
+	// nothing outside the store's directory. A directory that cannot be used fails Open
+	// with an error that matches ErrCache.
+	CacheDir string
+	// MaxMemory is the hard cap, in bytes, of the sandbox's linear memory per call; 0
+	// means the sandbox's default (wasm.DefaultMaxMemory).
+	MaxMemory int64
+	// PoolSize is how many idle sandbox instances are kept; 0 means GOMAXPROCS, a
+	// negative value keeps none.
+	PoolSize int
+	// Limits are the kernel-wide limits; processes can only tighten them. Zero fields
+	// default.
+	Limits engine.Limits
+	// ApprovalTimeout bounds how long an operator-class tool call waits for a decision;
+	// 0 means engine.DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
+	// Tools are built-in tools of the embedder, offered besides the libOS's own (echo,
+	// the Skill tool and the JIT tool lifecycle); a process enables them by name.
+	Tools []engine.Tool
+}
+
+// ErrCache is matched (errors.Is) by the error of Open, NewValidator or WarmCache when
+// Options.CacheDir cannot hold the compilation cache. Opening again with an empty
+// CacheDir compiles in memory instead.
+var ErrCache = errors.New("libos: the compilation cache directory is unusable")
+
+// ErrStoreInUse is matched (errors.Is) by the error of Open when another program holds
+// the store: a store admits one System at a time.
+var ErrStoreInUse = store.ErrInUse
+
+// DefaultCacheDir is the compilation cache the libos command uses: libos/wazero in the
+// user's cache directory ($XDG_CACHE_HOME, ~/.cache, %LocalAppData%, ~/Library/Caches).
+func DefaultCacheDir() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("libos: no user cache directory: %w", err)
+	}
+	return filepath.Join(dir, "libos", "wazero"), nil
+}
+
+// DefaultDir is the store directory the libos command uses: $LIBOS_DATA, else
+// $XDG_DATA_HOME/libos, else ~/.local/share/libos.
+func DefaultDir() (string, error) { return store.DefaultDir() }
+
+// System is the libOS on one store: the durable store, the sandbox (QuickJS in wazero,
+// with its compilation cache), the JIT tool lifecycle and the kernel, wired together.
+// Every method of the kernel is a method of System: Spawn and SpawnImage, Kill, Pause,
+// Resume, Checkpoint and Fork, ListProcesses and Process (ps), HandleFrame (a model's
+// tool call in any provider's frame), Runtime (the host tool API), Tools (the
+// projection), Grant and Revoke, Approvals, Approve and Deny, Events and VerifyLog (the
+// operator API). A System is safe for concurrent use. Close it once; the kernel's own
+// Close is shadowed by System.Close, which closes everything in order.
+type System struct {
+	*engine.Kernel
+
+	dir     string
+	st      *store.Store
+	sandbox *wasm.Engine
+	jit     *tools.JIT
+	// rehydrate is what could not be installed again of the JIT tools of restored
+	// processes.
+	rehydrate error
+}
+
+// Open opens the store in dir (created if missing) and starts the libOS on it. The
+// kernel restores every process the store holds, with the JIT tools they registered
+// (recorded as jit_rehydrated events when installed again); a registered tool that can
+// no longer be installed is left out and named by RehydrateErr, and the rest of the
+// system works. Calls in flight when a previous System stopped are reported by
+// UnknownSettlements, never retried.
+func Open(ctx context.Context, dir string, opts Options) (*System, error) {
+	sb, err := newSandbox(ctx, opts.CacheDir, opts.MaxMemory, opts.PoolSize)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		sb.Close(ctx)
+		return nil, fmt.Errorf("libos: open the store %s: %w", dir, err)
+	}
+	jit, err := tools.NewJIT(tools.Config{Store: st, Sandbox: sb})
+	if err != nil {
+		st.Close()
+		sb.Close(ctx)
+		return nil, fmt.Errorf("libos: JIT tools: %w", err)
+	}
+	builtins := append([]engine.Tool{tools.Echo(), tools.Skill()}, jit.Tools()...)
+	builtins = append(builtins, opts.Tools...)
+	k, err := engine.Open(ctx, st, engine.Config{
+		Builtins:        builtins,
+		Limits:          opts.Limits,
+		ApprovalTimeout: opts.ApprovalTimeout,
+		// The kernel rebuilds the committed JIT bindings of the processes it restores
+		// and of the processes it forks from checkpoints.
+		JIT: jit,
+	})
+	if err != nil {
+		st.Close()
+		sb.Close(ctx)
+		return nil, fmt.Errorf("libos: start the kernel on %s: %w", dir, err)
+	}
+	s := &System{Kernel: k, dir: dir, st: st, sandbox: sb, jit: jit}
+	// Attach binds the lifecycle to this kernel (registration installs through it) and
+	// installs any binding the kernel's restore left out.
+	s.rehydrate = jit.Attach(ctx, k)
+	return s, nil
+}
+
+// newSandbox starts the sandbox; a cache directory that cannot be used is ErrCache.
+func newSandbox(ctx context.Context, cacheDir string, maxMemory int64, pool int) (*wasm.Engine, error) {
+	if cacheDir != "" {
+		if err := usableDir(cacheDir); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCache, err)
+		}
+	}
+	sb, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: cacheDir, MaxMemory: maxMemory, PoolSize: pool})
+	if err != nil {
+		return nil, fmt.Errorf("libos: start the sandbox: %w", err)
+	}
+	return sb, nil
+}
+
+// usableDir makes dir if missing and proves a file can be written in it: wazero writes
+// the cache after compiling, and a cache it cannot write would cost every run a full
+// compilation without a word.
+func usableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// Dir is the store's directory.
+func (s *System) Dir() string { return s.dir }
+
+// RehydrateErr names the registered JIT tools of restored processes that could not be
+// installed again (their source no longer passes the checks, their name is now a
+// built-in), nil when every one was. BindingFailures has the same as data.
+func (s *System) RehydrateErr() error { return s.rehydrate }
+
+// Close stops the kernel (waiting for the calls in flight to settle), then closes the
+// store and the sandbox. Only the first call does anything.
+func (s *System) Close() error {
+	if s.sandbox == nil {
+		return nil
+	}
+	kerr := s.Kernel.Close()
+	serr := s.st.Close()
+	s.sandbox.Close(context.Background())
+	s.sandbox = nil
+	if err := errors.Join(kerr, serr); err != nil {
+		return fmt.Errorf("libos: close %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// DefaultImage is the image the libos command spawns: echo, the Skill tool and the JIT
+// tool lifecycle, the capabilities clock:now, kv:read, kv:write and tools:call, and the
+// libOS's own Skills.
+func DefaultImage() (*image.Image, error) { return tools.DefaultImage() }
+
+// RenderTools renders the tool definitions process pid's model sees (its projection)
+// for provider p: MCP Tool objects, OpenAI function definitions or Anthropic tools.
+func (s *System) RenderTools(pid string, p render.Provider) (json.RawMessage, error) {
+	defs, err := s.Tools(pid)
+	if err != nil {
+		return nil, err
+	}
+	return render.Tools(defs, p)
+}
+
+// MCPServer is an MCP server for process pid, to run on a transport (Server.Transport
+// for stdio, Server.Wrap for any transport of the MCP Go SDK) or to mount as a
+// streamable HTTP handler (Server.Handler). Empty opts.Instructions become the
+// process's instructions (its Skill catalog). Close the server when done with it.
+func (s *System) MCPServer(pid string, opts mcpserver.Options) (*mcpserver.Server, error) {
+	if _, err := s.Process(pid); err != nil {
+		return nil, err
+	}
+	if opts.Instructions == "" {
+		instr, err := s.Instructions(pid)
+		if err != nil {
+			return nil, err
+		}
+		opts.Instructions = instr
+	}
+	if opts.Name == "" {
+		opts.Name = "libos"
+	}
+	if opts.Version == "" {
+		opts.Version = Version().Module
+	}
+	return mcpserver.New(s.Kernel, pid, opts)
+}
+
+// ServeMCP serves process pid over MCP on transport t until the client disconnects or
+// ctx ends: mcp.StdioTransport, mcp.IOTransport, an in-memory transport, or any other
+// of the MCP Go SDK. Every tools/call goes to the kernel as a frame, as from any model.
+func (s *System) ServeMCP(ctx context.Context, pid string, t mcp.Transport, opts mcpserver.Options) error {
+	srv, err := s.MCPServer(pid, opts)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	err = srv.MCP().Run(ctx, srv.Wrap(t))
+	if errors.Is(err, mcp.ErrConnectionClosed) {
+		return nil
+	}
+	return err
+}

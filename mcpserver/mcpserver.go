@@ -1,0 +1,262 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
+)
+
+// Server is one process served over MCP. Create it with New and close it with Close.
+type Server struct {
+	k   *engine.Kernel
+	pid string
+	log *slog.Logger
+	srv *mcp.Server
+
+	mu       sync.Mutex
+	mirrored map[string]string // tool name → its rendered MCP definition
+	unsub    func()
+
+	// rawKey is the _meta key under which the transports pass on the raw params of a
+	// tools/call that the SDK would decode only in part (see params.go).
+	rawKey string
+}
+
+// Options configure New.
+type Options struct {
+	// Name and Version identify the server to clients.
+	Name, Version string
+	// Instructions are sent to clients at initialisation.
+	Instructions string
+	// Logger receives the SDK's and the bridge's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// New serves process pid of k. The tool list is read from the kernel now and again on
+// every change the kernel reports.
+func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{k: k, pid: pid, log: log, mirrored: map[string]string{}, rawKey: newRawKey()}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+		Instructions: opts.Instructions,
+		Logger:       log,
+		// The tools capability is stated even while the projection is empty, with
+		// list_changed: registering a JIT tool changes the list.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	s.srv.AddReceivingMiddleware(s.intercept)
+	if err := s.sync(false); err != nil {
+		return nil, err
+	}
+	s.unsub = k.OnToolsChanged(func(changed string) {
+		if changed != pid {
+			return
+		}
+		if err := s.sync(true); err != nil {
+			s.log.Error("mcp: could not refresh the tool list", "pid", pid, "err", err)
+		}
+	})
+	return s, nil
+}
+
+// MCP is the SDK server. Serve it on Transport or Handler: other transports skip the
+// check of tools/call params keys (see params.go).
+func (s *Server) MCP() *mcp.Server { return s.srv }
+
+// Close stops following the kernel's tool changes. It does not close sessions.
+func (s *Server) Close() {
+	if s.unsub != nil {
+		s.unsub()
+	}
+}
+
+// sync makes the SDK's registry equal to the projection: tools added or changed are
+// (re)added, tools gone are removed. The SDK sends list_changed for each change,
+// debounced. With always, a change the kernel reported that leaves the rendered list
+// as it was (a JIT tool registered under the multiplexed projection, which hides it)
+// is still announced: the kernel decides what a change is, and a client that lists
+// again simply finds the same list.
+func (s *Server) sync(always bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defs, err := s.k.Tools(s.pid)
+	if err != nil {
+		return err
+	}
+	rendered, err := render.Tools(defs, render.MCP)
+	if err != nil {
+		return err
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(rendered, &items); err != nil {
+		return fmt.Errorf("mcp: decode the rendered tool list: %w", err)
+	}
+	if len(items) != len(defs) {
+		return fmt.Errorf("mcp: the rendered tool list has %d entries for %d tools", len(items), len(defs))
+	}
+	seen := map[string]bool{}
+	changed := false
+	var first *mcp.Tool
+	for i, raw := range items {
+		d := defs[i]
+		seen[d.Name] = true
+		var t mcp.Tool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return fmt.Errorf("mcp: decode the rendering of %s: %w", d.Name, err)
+		}
+		// The schemas go out as the engine's MCP rendering wrote them, byte for byte:
+		// decoding them into Go values would round numbers through float64, and the
+		// rendering is what MCP clients accept (an outputSchema whose root is not an
+		// object is left out there, for instance).
+		var schemas struct {
+			InputSchema  json.RawMessage `json:"inputSchema"`
+			OutputSchema json.RawMessage `json:"outputSchema"`
+		}
+		if err := json.Unmarshal(raw, &schemas); err != nil {
+			return fmt.Errorf("mcp: decode the schemas of %s: %w", d.Name, err)
+		}
+		t.InputSchema = schemas.InputSchema
+		t.OutputSchema = nil
+		if len(schemas.OutputSchema) > 0 {
+			t.OutputSchema = schemas.OutputSchema
+		}
+		if first == nil {
+			first = &t
+		}
+		if s.mirrored[d.Name] == string(raw) {
+			continue
+		}
+		s.srv.AddTool(&t, s.handler)
+		s.mirrored[d.Name] = string(raw)
+		changed = true
+	}
+	var gone []string
+	for name := range s.mirrored {
+		if !seen[name] {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		sort.Strings(gone)
+		s.srv.RemoveTools(gone...)
+		for _, n := range gone {
+			delete(s.mirrored, n)
+		}
+		changed = true
+	}
+	if always && !changed && first != nil {
+		// Adding a tool again, unchanged, is how the SDK is told to announce a change.
+		s.srv.AddTool(first, s.handler)
+	}
+	return nil
+}
+
+// intercept takes every tools/call before the SDK's name lookup, so the engine's
+// adapter and projection decide about every name.
+func (s *Server) intercept(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
+			return s.handler(ctx, r)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// handler runs one tools/call through the kernel.
+func (s *Server) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if req.Params == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
+	}
+	frame, raw := s.rawFrame(req)
+	if !raw {
+		var err error
+		frame, err = Frame(req.Params.Name, req.Params.Arguments)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		}
+	}
+	res, err := s.k.HandleFrame(ctx, s.pid, frame)
+	if err != nil {
+		return s.failure(req.Params.Name, err)
+	}
+	return Success(res), nil
+}
+
+// Frame is the provider frame of a tools/call: the name as sent and the arguments
+// bytes exactly as they arrived (absent arguments stay absent).
+func Frame(name string, args json.RawMessage) ([]byte, error) {
+	n, err := json.Marshal(name)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: tool name: %w", err)
+	}
+	if len(args) == 0 {
+		return []byte(`{"name":` + string(n) + `}`), nil
+	}
+	return []byte(`{"name":` + string(n) + `,"arguments":` + string(args) + `}`), nil
+}
+
+// Success maps a normalised result to MCP: the canonical JSON as text content, and as
+// structuredContent when it is an object (MCP requires an object there).
+func Success(res *engine.Result) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}}
+	if len(res.Structured) > 0 && res.Structured[0] == '{' {
+		out.StructuredContent = res.Structured
+	}
+	return out
+}
+
+// ErrorMetaKey is the _meta key of an isError result that carries the typed error.
+const ErrorMetaKey = "libos/error"
+
+// ToolError is the typed error of an isError result, under ErrorMetaKey in its
+// _meta. It is not structuredContent: clients check structuredContent against the
+// tool's output schema even on errors, and an error is not the tool's output.
+type ToolError struct {
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+	Tool    string          `json:"tool,omitempty"`
+	Details []engine.Detail `json:"details,omitempty"`
+}
+
+// failure maps an engine error: a protocol-frame failure is a JSON-RPC error (nothing
+// was dispatched), a failure of the server itself (storage, a closed kernel, a lost
+// process) is a JSON-RPC internal error, and every other failure is a tool result with
+// isError and the typed code, which the model can read and act on.
+func (s *Server) failure(name string, err error) (*mcp.CallToolResult, error) {
+	code := engine.CodeOf(err)
+	msg := err.Error()
+	var te ToolError
+	var e *engine.Error
+	if errors.As(err, &e) {
+		msg = e.Message
+		te.Tool = name
+		te.Details = e.Details
+	}
+	te.Code, te.Message = code, msg
+	data, _ := json.Marshal(te)
+	switch engine.Code(code) {
+	case engine.CodeProtocolFrame:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: code + ": " + msg, Data: data}
+	case engine.CodeStorage, engine.CodeClosed, engine.CodeUnknownProcess:
+		s.log.Error("mcp: tool call failed in the server", "pid", s.pid, "tool", name, "code", code, "err", err)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: code + ": " + msg, Data: data}
+	}
+	return &mcp.CallToolResult{
+		Meta:    mcp.Meta{ErrorMetaKey: json.RawMessage(data)},
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}},
+	}, nil
+}

@@ -1,0 +1,91 @@
+package libos
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentlibos/libos/tools"
+	"github.com/agentlibos/libos/wasm"
+)
+
+// Candidate is a JIT tool candidate: the fields of propose_jit_tool.
+type Candidate = tools.Candidate
+
+// Report is the result of validating a candidate, as validate_jit_tool records it.
+type Report = tools.Report
+
+// Diagnostic is one finding of a validation, with its code and, for the source, its
+// line and column.
+type Diagnostic = tools.Diagnostic
+
+// ParseCandidate decodes a candidate file (exact JSON: no duplicate or unknown keys).
+func ParseCandidate(data []byte) (Candidate, error) { return tools.ParseCandidate(data) }
+
+// ValidatorOptions configures a Validator. The zero value is ready to use.
+type ValidatorOptions struct {
+	// CacheDir is as in Options: where the compiled sandbox guest is kept between
+	// programs; empty compiles in memory.
+	CacheDir string
+	// Clock gives Report.ValidatedAt. Nil means a fixed instant (tools.ValidationTime),
+	// so that the same candidate gives the same report byte for byte on every run.
+	Clock func() time.Time
+}
+
+// Validator runs what validate_jit_tool runs (the proposal checks, the static checks of
+// the TypeScript, the schema lint, every test in the sandbox on its syscall tape)
+// without a store or a process: for CI, and for checking a candidate before proposing
+// it. It compiles the sandbox once and is safe for concurrent use, so one Validator
+// serves a whole directory of candidates.
+type Validator struct {
+	sandbox *wasm.Engine
+	v       *tools.Validator
+}
+
+// NewValidator starts the sandbox for validations.
+func NewValidator(ctx context.Context, opts ValidatorOptions) (*Validator, error) {
+	sb, err := newSandbox(ctx, opts.CacheDir, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = func() time.Time { return tools.ValidationTime }
+	}
+	return &Validator{sandbox: sb, v: tools.NewValidator(sb, tools.ValidatorConfig{Clock: clock})}, nil
+}
+
+// Validate parses a candidate file and validates it. A file that is not a candidate is
+// an error (typed, with its code); a candidate that fails its checks or tests is a
+// Report with OK false.
+func (v *Validator) Validate(ctx context.Context, candidate []byte) (Report, error) {
+	c, err := tools.ParseCandidate(candidate)
+	if err != nil {
+		return Report{}, err
+	}
+	return v.v.Validate(ctx, c), nil
+}
+
+// ValidateCandidate validates a parsed candidate.
+func (v *Validator) ValidateCandidate(ctx context.Context, c Candidate) Report {
+	return v.v.Validate(ctx, c)
+}
+
+// Close stops the sandbox.
+func (v *Validator) Close() error {
+	return v.sandbox.Close(context.Background())
+}
+
+// WarmCache compiles the sandbox guest into the compilation cache in dir, so that the
+// next program using dir starts without compiling (a CI cache step keeps dir between
+// runs). A cache that already holds this guest is left as it is.
+func WarmCache(ctx context.Context, dir string) error {
+	if dir == "" {
+		return fmt.Errorf("%w: no directory given", ErrCache)
+	}
+	sb, err := newSandbox(ctx, dir, 0, -1)
+	if err != nil {
+		return err
+	}
+	return sb.Close(ctx)
+}
