@@ -26,7 +26,7 @@
 // (engine.Kernel.RejectFrame), and a stdio session reads on. The SDK decodes the rest;
 // a receiving middleware takes every tools/call before the SDK's own lookup and builds
 // the frame {"name", "arguments"} from the name and the raw, undecoded arguments bytes,
-// for engine.Kernel.HandleFrame. A session ends only when every request passed to the
+// for engine.Kernel.HandleFrame. A session ends only when every tools/call passed to the
 // SDK has been answered (stdio), or after the POSTs in flight (Wait).
 // The SDK's tool registry is a mirror of the projection, refreshed when the kernel
 // reports a change (engine.Kernel.OnToolsChanged), so the SDK answers tools/list from

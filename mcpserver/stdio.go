@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,7 +27,9 @@ import (
 // line.
 //
 // The end of the input and a stop (Stdio's context) end the session only once every
-// request passed to the SDK has been answered: the answers of calls that ran are
+// tools/call passed to the SDK has been answered (and every other request, for up to
+// otherGrace after the last call: a request the SDK never answers cannot hold the
+// session open): the answers of calls that ran are
 // written before the session closes, never dropped with it.
 
 // DefaultMaxLineBytes bounds one line of the stdio transport, as the SDK's does.
@@ -82,7 +85,7 @@ type stdioConn struct {
 	readErr  error // set before ended closes
 
 	mu      sync.Mutex
-	pending map[string]bool // ids of requests passed to the SDK and not yet answered
+	pending map[string]bool // ids of requests passed to the SDK and not yet answered: true for a tools/call
 	idle    chan struct{}   // closed and replaced as pending empties
 }
 
@@ -150,12 +153,13 @@ func (c *stdioConn) handle(line []byte, over bool) {
 			}
 		}
 	}
-	if m.method != "" && m.id != "" {
+	if m.method != "" && m.id != "" && m.method != "subscriptions/listen" {
+		// subscriptions/listen parks until it is cancelled: nothing waits for it.
 		c.mu.Lock()
 		if len(c.pending) == 0 {
 			c.idle = make(chan struct{})
 		}
-		c.pending[m.id] = true
+		c.pending[m.id] = m.method == "tools/call"
 		c.mu.Unlock()
 	}
 	select {
@@ -232,7 +236,7 @@ func (c *stdioConn) write(b []byte) error {
 func (c *stdioConn) answered(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pending[id] {
+	if _, ok := c.pending[id]; ok {
 		delete(c.pending, id)
 		if len(c.pending) == 0 {
 			close(c.idle)
@@ -254,29 +258,46 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	var grace <-chan time.Time
 	for {
 		c.mu.Lock()
-		idle := c.idle
+		idle, calls := c.idle, 0
+		for _, isCall := range c.pending {
+			if isCall {
+				calls++
+			}
+		}
+		rerr := c.readErr
 		c.mu.Unlock()
+		if calls == 0 && grace == nil {
+			grace = time.After(otherGrace)
+		}
+		over := false
 		select {
 		case <-idle:
-			c.mu.Lock()
-			done, rerr := len(c.pending) == 0, c.readErr
-			c.mu.Unlock()
-			if !done {
-				continue
-			}
-			if rerr != nil {
-				return nil, fmt.Errorf("mcp: stdin: %w", rerr)
-			}
-			return nil, io.EOF
+		case <-grace:
+			over = true
 		case <-c.closed:
 			return nil, mcp.ErrConnectionClosed
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		c.mu.Lock()
+		done := len(c.pending) == 0
+		c.mu.Unlock()
+		if !done && !over {
+			continue
+		}
+		if rerr != nil {
+			return nil, fmt.Errorf("mcp: stdin: %w", rerr)
+		}
+		return nil, io.EOF
 	}
 }
+
+// otherGrace bounds how long the end of a session waits for the answers of requests
+// other than tools/call once no call is in flight. The SDK answers them at once.
+const otherGrace = 5 * time.Second
 
 // Write writes one message as one line; an answer takes its request off the
 // pending set.
