@@ -3,8 +3,10 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -82,6 +84,20 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 		if m.method != "subscriptions/listen" {
 			s.posts.Add(1)
 			defer s.posts.Done()
+		}
+		if h := r.Header.Get("Mcp-Name"); h != "" && m.method == "tools/call" {
+			// An HTTP field value has no leading or trailing white space (RFC 9110,
+			// 5.5), so a name sent with some can only arrive trimmed in Mcp-Name. That
+			// is still a match; the SDK compares exactly, so it is given the name as
+			// the body holds it.
+			var p struct {
+				Params struct {
+					Name string `json:"name"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(body, &p) == nil && p.Params.Name != h && strings.Trim(p.Params.Name, " \t") == h {
+				r.Header.Set("Mcp-Name", p.Params.Name)
+			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
