@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // SkillToolName is the built-in tool that activates a Skill (image.SkillToolName).
@@ -115,7 +116,7 @@ func (k *Kernel) activate(ctx context.Context, p *process, name, by string) (*Sk
 		for i, s := range p.img.Skills {
 			names[i] = s.Name
 		}
-		return nil, errorf(CodeUnknownSkill, "no Skill %q in this process (its Skills: %s)", clipString(name, 80), strings.Join(names, ", "))
+		return nil, errorf(CodeUnknownSkill, "no Skill %q in this process (its Skills: %s)", liberr.Clip(name, 80), strings.Join(names, ", "))
 	}
 	var already bool
 	err := k.change(ctx, p.pid, "activate Skill "+name, EventSkillActivated,

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/agentlibos/libos/liberr"
 )
 
 // Syscaller is supplied by the caller: the syscall router in production, a tape in
@@ -324,7 +326,7 @@ func guestError(c *call, in *instance, out []byte) error {
 		in.broken = true
 		return &Error{Code: CodeTrap, Message: "guest reported an error that is not an error object"}
 	}
-	e := &Error{Code: g.Code, Message: clipText(g.Message), Path: clipText(g.Path), Stack: clipText(g.Stack)}
+	e := &Error{Code: g.Code, Message: liberr.Clip(g.Message, maxErrorText), Path: liberr.Clip(g.Path, maxErrorText), Stack: liberr.Clip(g.Stack, maxErrorText)}
 	switch g.Code {
 	case "interrupted":
 		// The guest stopped because poll or syscall said so; the host knows why.
