@@ -101,10 +101,14 @@ type ValidatorConfig struct {
 	// Limits bound the proposal; zero fields default.
 	Limits Limits
 	// Run bounds each test's run in the sandbox. Zero fields are the sandbox's
-	// defaults, except WallTime, which defaults to DefaultTestWallTime.
+	// defaults, except Fuel, which defaults to DefaultTestFuel (a negative Fuel means
+	// none), and WallTime, which defaults to DefaultTestWallTime. The fuel decides; the
+	// wall time is a backstop far above what the fuel takes on a loaded machine, so
+	// that a verdict is the same on every machine.
 	Run wasm.Limits
-	// WallTime bounds the whole validation's test runs; tests that would start after
-	// it ran out fail with limit_exceeded. Zero means DefaultValidationWallTime.
+	// WallTime bounds the whole validation's test runs, as a backstop too; tests that
+	// would start after it ran out fail with limit_exceeded. Zero means
+	// DefaultValidationWallTime.
 	WallTime time.Duration
 	// Clock gives Report.ValidatedAt; nil means time.Now. Tools that print reports
 	// (the CLI) pass a fixed clock to keep their output deterministic.
@@ -120,11 +124,17 @@ type ValidatorConfig struct {
 // ValidatorConfig.Parallel is zero.
 const DefaultParallelTests = 4
 
-// Default wall times: each test's, when ValidatorConfig.Run sets none, and the whole
-// validation's.
+// DefaultTestFuel is each test's budget of guest work (wasm.Limits.Fuel) when
+// ValidatorConfig.Run sets none: about a second of busy JavaScript on a current x86-64
+// core, and the same count on every machine, so a test that passes on a laptop passes in
+// CI under any load.
+const DefaultTestFuel = 1 << 28
+
+// Default wall times, backstops behind the fuel: each test's, when ValidatorConfig.Run
+// sets none, and the whole validation's.
 const (
-	DefaultTestWallTime       = time.Second
-	DefaultValidationWallTime = 10 * time.Second
+	DefaultTestWallTime       = 30 * time.Second
+	DefaultValidationWallTime = 2 * time.Minute
 )
 
 // Validator runs validations on a sandbox. It is safe for concurrent use and holds no
@@ -146,6 +156,12 @@ func NewValidator(sandbox *wasm.Engine, cfg ValidatorConfig) *Validator {
 	}
 	if v.run.WallTime <= 0 {
 		v.run.WallTime = DefaultTestWallTime
+	}
+	switch {
+	case v.run.Fuel == 0:
+		v.run.Fuel = DefaultTestFuel
+	case v.run.Fuel < 0:
+		v.run.Fuel = 0
 	}
 	if v.clock == nil {
 		v.clock = time.Now

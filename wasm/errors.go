@@ -40,6 +40,8 @@ const (
 	LimitLogs         = "logs"
 	LimitSyscalls     = "syscalls"
 	LimitSyscallBytes = "syscall_bytes"
+	// LimitFuel: the call did more guest work than Limits.Fuel allows.
+	LimitFuel = "fuel"
 )
 
 // Codes that reach the guest in a rejected syscall Promise when the host, not the Syscaller,

@@ -5,11 +5,11 @@ package wasm
 // builtGuest records how libos_guest.wasm was built. 'make guest' writes it together with
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
-	SHA256:         "33a26e102083f2cf8196662b6d212bc824aaeb02acf8fdd7f343598548eec7ab",
+	SHA256:         "70b1bf675acce524dae60f6d78d5ed5e347fc170e8f26510604b7d0bc6e1a209",
 	QuickJSRelease: "2021-03-27",
 	QuickJSSource:  "npm qjsc@0.3.0 sha256:4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee",
 	Clang:          "Debian clang version 16.0.6 (15~deb12u1)",
 	WASILibc:       "0.0~git20220510.9886d3d-2",
 	PatchSHA256:    "4ced54a59c465a3d55cdd37fc29fdded72be6e75513e4629b1e6cb272812c976",
-	SourcesSHA256:  "6a91f73bfc828d5d647509f72797646506f74b766e93b5f26c4daa8f5173e520",
+	SourcesSHA256:  "56f6bbe4dd3600635ee9e029aadf041446ab04bf202668a0cca62c94a4eefe2c",
 }
