@@ -520,4 +520,3 @@ func (r routeApprover) Approve(ctx context.Context, req syscalls.ApprovalRequest
 	}
 	return syscalls.Decision{}, err
 }
-

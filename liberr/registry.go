@@ -77,6 +77,7 @@ var registry = []registered{
 	{"name_conflict", "tools", "The name is already a tool of the process (built-in or registered JIT) or already bound in it. There are no replacement semantics."},
 	{"not_found", "engine store tools", "The named thing does not exist for the caller: a checkpoint, approval, binding, record, or a candidate of another process (the same answer as a missing one)."},
 	{"not_json", "wasm", "The value run returned is not plain JSON; Path names the first offender."},
+	{"number_inexact", "wasm", "A number in the arguments, or in a syscall result, that a JavaScript number (a double) cannot hold exactly; the error names its JSON Pointer. It is refused before the program sees it, never rounded."},
 	{"operator_socket_unsafe", "cmd/libos", "The operator socket or its directory is not the user's own with mode 0700; nothing is sent to it and no server listens on it."},
 	{"output_invalid", "engine", "The handler returned something that is not exact JSON or that does not satisfy the tool's output schema."},
 	{"process_paused", "engine", "The process is paused; the operator resumes it."},

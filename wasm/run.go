@@ -395,7 +395,7 @@ func inexactError(where, ptr, num, became string) *Error {
 	}
 	return &Error{Code: CodeNumberInexact, Path: ptr, Message: fmt.Sprintf(
 		"%s: the number %s at %s cannot be held exactly by a JavaScript number (a double): the program would see %s; send it as a string",
-		where, clipText(num), at, became)}
+		where, liberr.Clip(num, maxErrorText), at, became)}
 }
 
 // stopError is the error for a call the host stopped.
