@@ -198,7 +198,7 @@ func (c *Call) DeactivateSkill(ctx context.Context, name string) ([]string, erro
 
 func (k *Kernel) deactivate(ctx context.Context, p *process, name, by string) ([]string, error) {
 	if _, ok := p.img.Skill(name); !ok {
-		return nil, errorf(CodeUnknownSkill, "no Skill %q in this process", clipString(name, 80))
+		return nil, errorf(CodeUnknownSkill, "no Skill %q in this process", liberr.Clip(name, 80))
 	}
 	err := k.change(ctx, p.pid, "deactivate Skill "+name, EventSkillDeactivated,
 		map[string]any{"skill": name, "by": by}, func(p *process) (func(), error) {
