@@ -319,7 +319,7 @@ func checkAgainstRoute(i int, e tapeEntry) error {
 	for j, c := range codes {
 		names[j] = string(c)
 	}
-	return bad("error", "error code %q is not one %s fails with in production (%s)", clip(e.Error.Code, 64), rt.name, strings.Join(names, ", "))
+	return bad("error", "error code %q is not one %s fails with in production (%s)", liberr.Clip(e.Error.Code, 64), rt.name, strings.Join(names, ", "))
 }
 
 // Syscall consumes the next entry. A call that does not match it (name, arguments, or
