@@ -111,7 +111,7 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 		sb.Close(ctx)
 		return nil, fmt.Errorf("libos: JIT tools: %w", err)
 	}
-	builtins := append([]engine.Tool{tools.Echo(), tools.Skill()}, jit.Tools()...)
+	builtins := append([]engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}, jit.Tools()...)
 	builtins = append(builtins, opts.Tools...)
 	k, err := engine.Open(ctx, st, engine.Config{
 		Builtins:        builtins,
@@ -201,7 +201,7 @@ func (s *System) RenderTools(pid string, p render.Provider) (json.RawMessage, er
 	return render.Tools(defs, p)
 }
 
-// MCPServer is an MCP server for process pid, to run on a transport (Server.Transport
+// MCPServer is an MCP server for process pid, to run on a transport (Server.Stdio
 // for stdio, Server.Wrap for any transport of the MCP Go SDK) or to mount as a
 // streamable HTTP handler (Server.Handler). Empty opts.Instructions become the
 // process's instructions (its Skill catalog). Close the server when done with it.

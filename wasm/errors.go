@@ -28,6 +28,10 @@ const (
 	// argument. The sandbox has no ambient clock: the time comes from the clock.now
 	// syscall, which the caller's Syscaller checks and records.
 	CodeAmbientClock = "ambient_clock"
+	// CodeNumberInexact: a number in the arguments, or in a syscall result, that a
+	// JavaScript number (a double) cannot hold exactly; Path is its JSON Pointer. It is
+	// refused before the program sees it, never rounded.
+	CodeNumberInexact = "number_inexact"
 	// CodeTrap: the instance trapped; it was discarded and the engine stays usable.
 	CodeTrap = "trap"
 )

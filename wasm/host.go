@@ -12,6 +12,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
+	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/tetratelabs/wazero/api"
 
@@ -35,8 +36,9 @@ const (
 	stopLogs
 	stopSyscalls
 	stopSyscallBytes
-	stopFault // the host gave up: a host-side panic or a guest that broke the ABI
-	stopFuel  // the call spent its fuel budget (Limits.Fuel)
+	stopInexact // a syscall result held a number the guest cannot hold exactly (call.inexact)
+	stopFault   // the host gave up: a host-side panic or a guest that broke the ABI
+	stopFuel    // the call spent its fuel budget (Limits.Fuel)
 )
 
 // call is the state of one Run. Everything but stop is touched only by the goroutine
@@ -46,7 +48,9 @@ type call struct {
 	ctx    context.Context // bounded by the wall time; handed to the Syscaller
 	parent context.Context
 	sys    Syscaller
-	lim    Limits
+	// inexact is the refusal of a syscall result (stopInexact).
+	inexact *Error
+	lim     Limits
 
 	// deadline is when the call must stop, on the monotonic clock (since monoBase): the
 	// wall time, or the caller's own deadline when that comes first (parentDeadline).
@@ -316,6 +320,13 @@ func (c *call) invoke(name string, args json.RawMessage) (resp []byte, interrupt
 	}
 	if !json.Valid(result) {
 		return errorResponse(CodeSyscallFailed, "syscall failed"), false
+	}
+	if ptr, num, became, bad := jsonv.Inexact(result); bad {
+		// The call stops here rather than letting the program catch a rejection and
+		// carry on without the value: the result was the provider's, not the program's.
+		c.inexact = inexactError("result of syscall "+name, ptr, num, became)
+		c.halt(stopInexact)
+		return nil, true
 	}
 	resp = make([]byte, 0, len(result)+len(`{"ok":true,"result":}`))
 	resp = append(resp, `{"ok":true,"result":`...)

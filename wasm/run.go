@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/tetratelabs/wazero/api"
 )
 
@@ -173,6 +174,9 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 	res := &Result{}
 	if !json.Valid(args) || args[0] != '{' {
 		return res, nil, &Error{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"}
+	}
+	if ptr, num, became, bad := jsonv.Inexact(args); bad {
+		return res, nil, inexactError("arguments", ptr, num, became)
 	}
 	if ctx.Err() != nil {
 		return res, nil, &Error{Code: CodeCanceled, Message: "context done before the call started"}
@@ -384,6 +388,18 @@ func guestError(c *call, in *instance, out []byte) error {
 	return e
 }
 
+// inexactError refuses a number the guest would see changed. Nothing is ever rounded
+// silently: the sender learns where the number is and how to send it instead.
+func inexactError(where, ptr, num, became string) *Error {
+	at := ptr
+	if at == "" {
+		at = "the root"
+	}
+	return &Error{Code: CodeNumberInexact, Path: ptr, Message: fmt.Sprintf(
+		"%s: the number %s at %s cannot be held exactly by a JavaScript number (a double): the program would see %s; send it as a string",
+		where, clipText(num), at, became)}
+}
+
 // stopError is the error for a call the host stopped.
 func stopError(c *call, r stopReason) error {
 	switch r {
@@ -407,6 +423,8 @@ func stopError(c *call, r stopReason) error {
 	case stopSyscallBytes:
 		return &Error{Code: CodeLimitExceeded, Limit: LimitSyscallBytes,
 			Message: fmt.Sprintf("syscall arguments or result over %d bytes", c.lim.SyscallBytes)}
+	case stopInexact:
+		return c.inexact
 	case stopFuel:
 		return &Error{Code: CodeLimitExceeded, Limit: LimitFuel,
 			Message: fmt.Sprintf("the call used its budget of %d units of guest work", c.lim.Fuel)}

@@ -699,3 +699,36 @@ func TestRunNested(t *testing.T) {
 	wantError(t, err, CodeLimitExceeded, LimitWallTime)
 	checkHealthy(t, e)
 }
+
+// Protocol-diagnostics Skill: "Numbers keep their exact spelling (2^53+1 stays exact)."
+// A JavaScript number is a double, so a number it cannot hold is refused, never rounded:
+// in the arguments before the program runs, in a syscall result at that syscall (the
+// call stops; the program cannot carry on without the value). The error names the JSON
+// Pointer and says to send the number as a string.
+func TestRunRefusesNumbersADoubleCannotHold(t *testing.T) {
+	e := hostTestEngine(t)
+	ran := false
+	sys := syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+		ran = true
+		return json.RawMessage(`{"found":true,"value":{"list":[1,18446744073709551617]}}`), nil
+	})
+	_, err := e.Run(hostCtx(t), `async function run(a, libos) { await libos.syscall("kv.get", {key: "k"}); return a; }`,
+		json.RawMessage(`{"ok":1,"n":{"deep":[0.5,9007199254740993]}}`), sys, Options{})
+	we := wantError(t, err, CodeNumberInexact, "")
+	if we.Path != "/n/deep/1" || ran || !strings.Contains(we.Message, "9007199254740993 at /n/deep/1") ||
+		!strings.Contains(we.Message, "9007199254740992") || !strings.Contains(we.Message, "send it as a string") {
+		t.Fatalf("%+v (the program ran: %v)", we, ran)
+	}
+	_, err = e.Run(hostCtx(t), `async function run(a, libos) {
+		try { await libos.syscall("kv.get", {key: "k"}); } catch (e) { return {caught: true}; }
+		return {caught: false};
+	}`, json.RawMessage(`{"n":9007199254740992}`), sys, Options{})
+	we = wantError(t, err, CodeNumberInexact, "")
+	if we.Path != "/value/list/1" || !ran || !strings.Contains(we.Message, "result of syscall kv.get") {
+		t.Fatalf("%+v", we)
+	}
+	checkHealthy(t, e)
+	// Numbers a double holds pass unchanged, whatever their spelling.
+	res := mustRun(t, e, `function run(a) { return a; }`, `{"a":9007199254740992,"b":0.1,"c":1e300,"d":-0}`, nil, Options{})
+	assertJSON(t, res.Value, `{"a":9007199254740992,"b":0.1,"c":1e300,"d":0}`)
+}
