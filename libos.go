@@ -42,6 +42,13 @@ type Options struct {
 	// Tools are built-in tools of the embedder, offered besides the libOS's own (echo,
 	// the Skill tool and the JIT tool lifecycle); a process enables them by name.
 	Tools []engine.Tool
+	// SkipJITRestore restores the store's processes without installing their
+	// registered JIT tools again, so that Open itself writes nothing (installing a tool
+	// again is recorded in the process's event log): for programs that only read, such
+	// as a process list or an event log printer. The JIT tools are then absent from the
+	// tool tables, registering a tool fails, and Fork refuses checkpoints that hold JIT
+	// tools. The zero value restores everything.
+	SkipJITRestore bool
 }
 
 // ErrCache is matched (errors.Is) by the error of Open, NewValidator or WarmCache when
@@ -111,23 +118,28 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 	}
 	builtins := append([]engine.Tool{tools.Echo(), tools.Skill()}, jit.Tools()...)
 	builtins = append(builtins, opts.Tools...)
-	k, err := engine.Open(ctx, st, engine.Config{
+	cfg := engine.Config{
 		Builtins:        builtins,
 		Limits:          opts.Limits,
 		ApprovalTimeout: opts.ApprovalTimeout,
+	}
+	if !opts.SkipJITRestore {
 		// The kernel rebuilds the committed JIT bindings of the processes it restores
 		// and of the processes it forks from checkpoints.
-		JIT: jit,
-	})
+		cfg.JIT = jit
+	}
+	k, err := engine.Open(ctx, st, cfg)
 	if err != nil {
 		st.Close()
 		sb.Close(ctx)
 		return nil, fmt.Errorf("libos: start the kernel on %s: %w", dir, err)
 	}
 	s := &System{Kernel: k, dir: dir, st: st, sandbox: sb, jit: jit}
-	// Attach binds the lifecycle to this kernel (registration installs through it) and
-	// installs any binding the kernel's restore left out.
-	s.rehydrate = jit.Attach(ctx, k)
+	if !opts.SkipJITRestore {
+		// Attach binds the lifecycle to this kernel (registration installs through it)
+		// and installs any binding the kernel's restore left out.
+		s.rehydrate = jit.Attach(ctx, k)
+	}
 	return s, nil
 }
 

@@ -89,3 +89,6 @@ func WarmCache(ctx context.Context, dir string) error {
 	}
 	return sb.Close(ctx)
 }
+
+// LogLine is one console line a test printed.
+type LogLine = tools.LogLine

@@ -62,7 +62,7 @@ one fails.`,
 				*a.dst = json.RawMessage(a.val)
 			}
 			runOn := func(sys *system, pid string) error {
-				r, err := diag.Run(cmd.Context(), sys.k, sys.st, pid, opts)
+				r, err := diag.Run(cmd.Context(), sys.k, pid, opts)
 				if err != nil {
 					return usageErr("diagnose: %v", err)
 				}
