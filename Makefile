@@ -6,7 +6,7 @@ BUILD    := build
 GUEST    := wasm/libos_guest.wasm
 GOFLAGS_TEST ?=
 
-.PHONY: all build guest guest-verify test bench check run clean toolchain quickjs native dist
+.PHONY: all build guest guest-verify test bench check run clean toolchain quickjs native dist soak
 
 all: build
 
@@ -54,6 +54,11 @@ native: $(BUILD)/quickjs/.verified
 
 test:
 	$(GO) test -race -timeout 20m $(GOFLAGS_TEST) ./...
+
+# The long suites: every runaway guest under several budgets, four at once, repeated.
+# Prints the counts RELIABILITY.md records.
+soak:
+	LIBOS_SOAK=1 $(GO) test -run 'Soak' -v -timeout 60m ./wasm/ | grep -E '^(---|ok|FAIL|\s+\S+_test.go:[0-9]+: runaways:)'
 
 bench: native
 	LIBOS_NATIVE_BENCH=$(CURDIR)/$(BUILD)/native/qjs-bench $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...

@@ -10,7 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentlibos/libos"
-	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/mcpserver"
 )
 
@@ -31,7 +31,7 @@ func Example() {
 	pid, _ := sys.SpawnImage(ctx, img)
 	res, err := sys.HandleFrame(ctx, pid, []byte(`{"name":"echo","arguments":{"n":9007199254740993}}`))
 	fmt.Println(res.Text, err)
-	defs, _ := sys.RenderTools(pid, engine.ProviderOpenAI) // or ProviderMCP, ProviderAnthropic
+	defs, _ := sys.RenderTools(pid, render.OpenAI) // or render.MCP, render.Anthropic
 	fmt.Println(json.Valid(defs))
 	// Output:
 	// {"n":9007199254740993} <nil>

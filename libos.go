@@ -12,6 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/mcpserver"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
@@ -199,16 +201,16 @@ func (s *System) Close() error {
 // DefaultImage is the image the libos command spawns: echo, the Skill tool and the JIT
 // tool lifecycle, the capabilities clock:now, kv:read, kv:write and tools:call, and the
 // libOS's own Skills.
-func DefaultImage() (*engine.Image, error) { return tools.DefaultImage() }
+func DefaultImage() (*image.Image, error) { return tools.DefaultImage() }
 
 // RenderTools renders the tool definitions process pid's model sees (its projection)
 // for provider p: MCP Tool objects, OpenAI function definitions or Anthropic tools.
-func (s *System) RenderTools(pid string, p engine.Provider) (json.RawMessage, error) {
+func (s *System) RenderTools(pid string, p render.Provider) (json.RawMessage, error) {
 	defs, err := s.Tools(pid)
 	if err != nil {
 		return nil, err
 	}
-	return engine.RenderTools(defs, p)
+	return render.Tools(defs, p)
 }
 
 // MCPServer is an MCP server for process pid, to run on a transport (Server.Transport

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -206,7 +207,7 @@ func (k *Kernel) awaitApproval(ctx context.Context, p *process, sub approvalSubj
 	case <-timer.C:
 		timedOut = true
 	case <-k.closing:
-		return "", &Error{Code: CodeClosed, Tool: sub.tool, Message: fmt.Sprintf("the kernel is closing; approval %s stays pending and can still be decided", a.ID)}
+		return "", &Error{Layer: layer, Code: CodeClosed, Message: fmt.Sprintf("the kernel is closing; approval %s stays pending and can still be decided", a.ID)}
 	}
 	return k.settleApproval(context.WithoutCancel(ctx), p, a.ID, sub.tool, timedOut)
 }
@@ -287,7 +288,7 @@ func (k *Kernel) settleApproval(ctx context.Context, p *process, id, tool string
 				return fmt.Errorf("approval %s woke up undecided", id)
 			}
 			a.State, a.Reason, a.Decided, a.DecidedBy = ApprovalExpired, "no decision before the deadline", tx.Now(), "timeout"
-			out = &Error{Code: CodeApprovalTimeout, Tool: tool, Message: fmt.Sprintf("no operator decision on approval %s before its deadline; a timeout denies", id)}
+			out = &Error{Layer: layer, Code: CodeApprovalTimeout, Message: fmt.Sprintf("no operator decision on approval %s before its deadline; a timeout denies", id)}
 			if err := tx.PutApproval(a.record()); err != nil {
 				return err
 			}
@@ -302,7 +303,7 @@ func (k *Kernel) settleApproval(ctx context.Context, p *process, id, tool string
 				cur = e.defHash
 			}
 			if cur != a.DefinitionSHA256 {
-				out = &Error{Code: CodeApprovalDenied, Tool: tool, Message: fmt.Sprintf("approval %s was granted for another definition of %s (sha256 %s); it does not apply to the current one", id, a.Tool, a.DefinitionSHA256)}
+				out = &Error{Layer: layer, Code: CodeApprovalDenied, Message: fmt.Sprintf("approval %s was granted for another definition of %s (sha256 %s); it does not apply to the current one", id, a.Tool, a.DefinitionSHA256)}
 				_, err = tx.Append(p.pid, EventApprovalInapplicable, a.eventData(map[string]any{"current_definition_sha256": cur}))
 				return err
 			}
@@ -321,10 +322,10 @@ func (k *Kernel) settleApproval(ctx context.Context, p *process, id, tool string
 			if a.State == ApprovalExpired {
 				code = CodeApprovalTimeout
 			}
-			out = &Error{Code: code, Tool: tool, Message: msg}
+			out = &Error{Layer: layer, Code: code, Message: msg}
 			return nil
 		}
-		out = &Error{Code: CodeApprovalDenied, Tool: tool, Message: fmt.Sprintf("approval %s is %s", id, a.State)}
+		out = &Error{Layer: layer, Code: CodeApprovalDenied, Message: fmt.Sprintf("approval %s is %s", id, a.State)}
 		return nil
 	})
 	if err != nil {
@@ -542,8 +543,8 @@ func (c *Call) SyscallCaller() syscalls.Caller {
 	// its audit events and staged writes to that sync.
 	caller.Deferred = true
 	caller.Approver = routeApprover{k: c.k, p: c.p, via: c.Via}
-	caller.Approvals = c.p.img.routeApprovals()
-	caller.Budgets = cloneMap(c.p.img.Limits.SyscallBudgets)
+	caller.Approvals = c.p.img.RouteApprovals()
+	caller.Budgets = maps.Clone(c.p.img.Limits.SyscallBudgets)
 	caller.Tools = c.k.runtime.Tools
 	caller.Policy = c.p.policy
 	return caller

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -103,7 +105,7 @@ func (k *Kernel) restoreBindings(ctx context.Context, p *process) error {
 // snapshot is a checkpoint's engine-defined content.
 type snapshot struct {
 	Version      int             `json:"version"`
-	Image        *Image          `json:"image"`
+	Image        *image.Image    `json:"image"`
 	Capabilities []string        `json:"capabilities"`
 	Projection   Projection      `json:"projection"`
 	ActiveSkills []string        `json:"active_skills,omitempty"`
@@ -145,7 +147,7 @@ func (k *Kernel) Checkpoint(ctx context.Context, pid string) (string, error) {
 	defer p.mu.RUnlock()
 	snap := snapshot{Version: 1, Image: p.img, Capabilities: p.capStrings(), Projection: p.projection, ActiveSkills: p.active}
 	if p.allowed != nil {
-		snap.Gated, snap.Gate = true, sortedKeys(p.allowed)
+		snap.Gated, snap.Gate = true, slices.Sorted(maps.Keys(p.allowed))
 	}
 	err = k.st.Update(ctx, func(tx *store.Tx) error {
 		snap.KV = []store.KVEntry{}
@@ -154,6 +156,12 @@ func (k *Kernel) Checkpoint(ctx context.Context, pid string) (string, error) {
 			page, next, err := tx.KVList(pid, "", cursor, 0)
 			if err != nil {
 				return err
+			}
+			for i := range page {
+				// Labels travel with the values: a fork must not launder labelled data.
+				if page[i].Labels, err = tx.KVLabels(pid, page[i].Key); err != nil {
+					return err
+				}
 			}
 			snap.KV = append(snap.KV, page...)
 			if next == "" {
@@ -250,7 +258,7 @@ func (k *Kernel) Fork(ctx context.Context, id string) (string, error) {
 	if len(snap.Bindings) > 0 && k.jit == nil {
 		return "", errorf(CodeInvalidConfig, "fork: checkpoint %s holds %d JIT bindings and the kernel has no JIT loader (Config.JIT) to re-create them", id, len(snap.Bindings))
 	}
-	img := snap.Image.clone()
+	img := snap.Image.Clone()
 	img.Projection = snap.Projection
 	p, err := k.newProcess(newID("pid_"), img, snap.Capabilities)
 	if err != nil {
@@ -293,6 +301,9 @@ func (k *Kernel) Fork(ctx context.Context, id string) (string, error) {
 		}
 		for _, kv := range snap.KV {
 			if err := tx.KVPut(p.pid, kv.Key, kv.Value); err != nil {
+				return err
+			}
+			if err := tx.KVSetLabels(p.pid, kv.Key, kv.Labels); err != nil {
 				return err
 			}
 		}
@@ -345,7 +356,7 @@ func (k *Kernel) RevokeBinding(ctx context.Context, pid, name, reason string) er
 	e := p.tools[name]
 	p.mu.RUnlock()
 	if e == nil || e.Kind != KindJIT {
-		return &Error{Code: CodeNotFound, Tool: name, Message: fmt.Sprintf("process %s has no JIT tool named %q", pid, name)}
+		return &Error{Layer: layer, Code: CodeNotFound, Message: fmt.Sprintf("process %s has no JIT tool named %q", pid, name)}
 	}
 	var missing bool
 	err = k.RemoveTool(ctx, pid, name, func(tx *store.Tx) error {
@@ -361,7 +372,7 @@ func (k *Kernel) RevokeBinding(ctx context.Context, pid, name, reason string) er
 		return err
 	})
 	if missing {
-		return &Error{Code: CodeNotFound, Tool: name, Message: fmt.Sprintf("process %s has no committed binding for %q", pid, name), Err: err}
+		return &Error{Layer: layer, Code: CodeNotFound, Message: fmt.Sprintf("process %s has no committed binding for %q", pid, name), Err: err}
 	}
 	return err
 }

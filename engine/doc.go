@@ -2,10 +2,12 @@
 //
 // It owns the Kernel (open, close, rehydrate), processes and their tool tables, the
 // tool-call adapter that normalises provider frames, the projections (direct and
-// multiplexed) and their renderings for MCP, OpenAI and Anthropic, the dispatch
-// pipeline, limits and budgets, result normalisation and the events of a call; images,
-// the process lifecycle (grant/revoke, projection, pause/kill, checkpoint and fork,
-// rehydrate), Skills and the Skill gate, operator approvals, and the operator API.
+// multiplexed), the dispatch pipeline, limits and budgets, result normalisation and
+// the events of a call; the process lifecycle (grant/revoke, projection, pause/kill,
+// checkpoint and fork, rehydrate), the Skill gate and activations, operator
+// approvals, and the operator API. What is pure and needs none of the kernel's locks
+// lives in its subpackages: engine/image parses and checks images and Skills,
+// engine/render writes a projection for MCP, OpenAI and Anthropic.
 //
 // It must not know about QuickJS, esbuild or Pebble keys: the sandbox is reached
 // through handlers (package tools builds them, JIT tools come through InstallTool),
@@ -77,10 +79,11 @@
 // base tools, Skills (directories holding a SKILL.md, relative to the manifest),
 // capabilities, projection, limits (argument/result sizes, depth, a tool-call budget,
 // sandbox wall time and memory, syscall budgets) and approvals (routes by name, area
-// or side-effect class; tools by name). LoadImage reads one from an fs.FS;
-// DefaultImage is embedded (package tools' DefaultImage supplies its Skills).
+// or side-effect class; tools by name). image.LoadImage reads one from an fs.FS;
+// image.DefaultImage is embedded (package tools' DefaultImage supplies its Skills).
+// The kernel adds the one check that needs it: every tool is one of its built-ins.
 //
-//	img, err := engine.LoadImage(os.DirFS(dir), "image.yaml")
+//	img, err := image.LoadImage(os.DirFS(dir), "image.yaml")
 //	pid, err := k.SpawnImage(ctx, img)            // Spawn(ctx, ProcessConfig) still works
 //
 // The process record (store.Process) keeps the whole image, the live capabilities,
@@ -98,8 +101,8 @@
 //
 // # Skills
 //
-// ParseSkill reads a SKILL.md (front matter name, description, allowed-tools). Loading
-// an image refuses a Skill whose allowed-tools names run_jit_tool or a tool the image
+// image.ParseSkill reads a SKILL.md (front matter name, description, allowed-tools).
+// Loading an image refuses a Skill whose allowed-tools names run_jit_tool or a tool the image
 // lacks. Instructions and Skills render the catalog; the Skill tool (package tools)
 // calls Call.ActivateSkill. While Skills are active, a model call (or a tools.call
 // made under one) passes only for the base tools, activate_skill, the active Skills'

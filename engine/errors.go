@@ -1,10 +1,14 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
 
-// Code is the stable machine code of an engine error. Models, audit events and
-// embedders see the code; the message is for people.
-type Code string
+	"github.com/agentlibos/libos/liberr"
+)
+
+// Code is the stable machine code of an error. Models, audit events and embedders
+// see the code; the message is for people.
+type Code = liberr.Code
 
 // The codes a tool call can fail with. They are stable: tests, audit events and the
 // model-facing error text use them.
@@ -68,113 +72,59 @@ const (
 	CodeStorage Code = "storage_failed"
 )
 
-// Error is the typed error of every engine operation. Test it with errors.Is against
-// the Err* values (which compare by code) or errors.As to read the details.
-type Error struct {
-	Code    Code
-	Message string // starts without the "engine: " prefix; Error() adds it
-	// Tool is the tool name involved, when there is one.
-	Tool string
-	// Details lists individual findings (schema violations), as data.
-	Details []Detail
-	Err     error
-}
+// Error is the typed error of every engine operation: the module's one error type
+// (package liberr), with Layer "engine". Test it with errors.Is against the Err*
+// values (which compare by code, whichever layer made the error) or errors.As to read
+// the details.
+type Error = liberr.Error
 
 // Detail is one finding inside an error, such as one schema violation.
-type Detail struct {
-	Path    string `json:"path"` // JSON Pointer into the instance
-	Message string `json:"message"`
-}
-
-func (e *Error) Error() string {
-	if e.Message == "" {
-		return "engine: " + string(e.Code)
-	}
-	return "engine: " + e.Message
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// ErrorCode returns the stable machine code. Errors from other packages that implement
-// ErrorCode() string keep their code when a handler returns them.
-func (e *Error) ErrorCode() string { return string(e.Code) }
-
-// Is matches another *Error with the same code, so errors.Is(err, ErrUnknownTool) works.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
+type Detail = liberr.Detail
 
 // Sentinels for errors.Is; they compare by code only.
 var (
-	ErrProtocolFrame   = &Error{Code: CodeProtocolFrame}
-	ErrUnknownTool     = &Error{Code: CodeUnknownTool}
-	ErrSchemaInvalid   = &Error{Code: CodeSchemaInvalid}
-	ErrNotAllowed      = &Error{Code: CodeNotAllowed}
-	ErrLimitExceeded   = &Error{Code: CodeLimitExceeded}
-	ErrBudgetExceeded  = &Error{Code: CodeBudgetExceeded}
-	ErrToolFailed      = &Error{Code: CodeToolFailed}
-	ErrOutputInvalid   = &Error{Code: CodeOutputInvalid}
-	ErrUnknownProcess  = &Error{Code: CodeUnknownProcess}
-	ErrInvalidTool     = &Error{Code: CodeInvalidTool}
-	ErrToolConflict    = &Error{Code: CodeToolConflict}
-	ErrInvalidConfig   = &Error{Code: CodeInvalidConfig}
-	ErrClosed          = &Error{Code: CodeClosed}
-	ErrInvalidImage    = &Error{Code: CodeInvalidImage}
-	ErrInvalidSkill    = &Error{Code: CodeInvalidSkill}
-	ErrUnknownSkill    = &Error{Code: CodeUnknownSkill}
-	ErrProcessPaused   = &Error{Code: CodeProcessPaused}
-	ErrApprovalDenied  = &Error{Code: CodeApprovalDenied}
-	ErrApprovalTimeout = &Error{Code: CodeApprovalTimeout}
-	ErrNotFound        = &Error{Code: CodeNotFound}
-	ErrInvalidState    = &Error{Code: CodeInvalidState}
-	ErrStorage         = &Error{Code: CodeStorage}
+	ErrProtocolFrame   = sentinel(CodeProtocolFrame)
+	ErrUnknownTool     = sentinel(CodeUnknownTool)
+	ErrSchemaInvalid   = sentinel(CodeSchemaInvalid)
+	ErrNotAllowed      = sentinel(CodeNotAllowed)
+	ErrLimitExceeded   = sentinel(CodeLimitExceeded)
+	ErrBudgetExceeded  = sentinel(CodeBudgetExceeded)
+	ErrToolFailed      = sentinel(CodeToolFailed)
+	ErrOutputInvalid   = sentinel(CodeOutputInvalid)
+	ErrUnknownProcess  = sentinel(CodeUnknownProcess)
+	ErrInvalidTool     = sentinel(CodeInvalidTool)
+	ErrToolConflict    = sentinel(CodeToolConflict)
+	ErrInvalidConfig   = sentinel(CodeInvalidConfig)
+	ErrClosed          = sentinel(CodeClosed)
+	ErrInvalidImage    = sentinel(CodeInvalidImage)
+	ErrInvalidSkill    = sentinel(CodeInvalidSkill)
+	ErrUnknownSkill    = sentinel(CodeUnknownSkill)
+	ErrProcessPaused   = sentinel(CodeProcessPaused)
+	ErrApprovalDenied  = sentinel(CodeApprovalDenied)
+	ErrApprovalTimeout = sentinel(CodeApprovalTimeout)
+	ErrNotFound        = sentinel(CodeNotFound)
+	ErrInvalidState    = sentinel(CodeInvalidState)
+	ErrStorage         = sentinel(CodeStorage)
 )
 
+func sentinel(code Code) *Error { return &Error{Code: code, Layer: layer} }
+
+// layer names this package in its errors.
+const layer = "engine"
+
 func errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	return &Error{Layer: layer, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // CodeOf returns the machine code of err: the code of the outermost error in its
-// chain that has one (the Code of an *Error, or the ErrorCode() of any error with that
-// method), "" for nil, and tool_failed for any other error (the code a handler's
-// untyped error settles with).
+// chain that has one (liberr.CodeOf), "" for nil, and tool_failed for any other error
+// (the code a handler's untyped error settles with).
 func CodeOf(err error) string {
 	if err == nil {
 		return ""
 	}
-	if c := outermostCoded(err); c != nil {
-		return c.ErrorCode()
+	if c := liberr.CodeOf(err); c != "" {
+		return string(c)
 	}
 	return string(CodeToolFailed)
-}
-
-type codedError interface {
-	error
-	ErrorCode() string
-}
-
-// outermostCoded returns the first error in err's chain, in the order errors.As
-// searches it, whose ErrorCode() is not empty; nil when there is none. An error that
-// wraps a coded error is what the handler meant: its code wins over the wrapped one.
-func outermostCoded(err error) codedError {
-	for err != nil {
-		if c, ok := err.(codedError); ok && c.ErrorCode() != "" {
-			return c
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, inner := range u.Unwrap() {
-				if c := outermostCoded(inner); c != nil {
-					return c
-				}
-			}
-			return nil
-		default:
-			return nil
-		}
-	}
-	return nil
 }

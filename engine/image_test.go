@@ -9,15 +9,16 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
 )
 
 var testdataFS = os.DirFS("../testdata")
 
-func loadImage(t testing.TB, name string) *engine.Image {
+func loadImage(t testing.TB, name string) *image.Image {
 	t.Helper()
-	img, err := engine.LoadImage(testdataFS, "images/"+name)
+	img, err := image.LoadImage(testdataFS, "images/"+name)
 	if err != nil {
 		t.Fatalf("LoadImage(%s): %v", name, err)
 	}
@@ -29,7 +30,7 @@ func loadImage(t testing.TB, name string) *engine.Image {
 // approval policy per route class".
 func TestGoodImages(t *testing.T) {
 	echo := loadImage(t, "echo.yaml")
-	if echo.Format != engine.ImageFormat || echo.Name != "echo-diagnostics" || echo.Version != "0.1.0" ||
+	if echo.Format != image.ImageFormat || echo.Name != "echo-diagnostics" || echo.Version != "0.1.0" ||
 		!strings.HasPrefix(echo.Instructions, "Use echo only") || echo.Projection != engine.Direct ||
 		echo.Limits.MaxArgumentBytes != 4096 || echo.Limits.MaxCalls != 100 ||
 		!slices.Equal(echo.Tools, []string{"echo", "activate_skill"}) || !slices.Equal(echo.Capabilities, []string{"clock:now"}) {
@@ -97,7 +98,7 @@ func TestBadImages(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
-			_, err := engine.LoadImage(testdataFS, "images/"+tc.file)
+			_, err := image.LoadImage(testdataFS, "images/"+tc.file)
 			if !errors.Is(err, engine.ErrInvalidImage) {
 				t.Fatalf("%s: got %v, want invalid_image", tc.rule, err)
 			}
@@ -124,7 +125,7 @@ func TestBadImages(t *testing.T) {
 
 // TestParseSkill: the SKILL.md format on its own.
 func TestParseSkill(t *testing.T) {
-	s, err := engine.ParseSkill([]byte("---\r\nname: a-b\r\ndescription: d\r\nallowed-tools: echo  propose_jit_tool\r\n---\r\nbody\r\n"))
+	s, err := image.ParseSkill([]byte("---\r\nname: a-b\r\ndescription: d\r\nallowed-tools: echo  propose_jit_tool\r\n---\r\nbody\r\n"))
 	if err != nil || s.Name != "a-b" || !slices.Equal(s.AllowedTools, []string{"echo", "propose_jit_tool"}) || s.Instructions != "body" {
 		t.Fatalf("CRLF Skill = %+v, %v", s, err)
 	}
@@ -135,7 +136,7 @@ func TestParseSkill(t *testing.T) {
 		{"the name is a string", "---\nname: 7\ndescription: d\nallowed-tools: echo\n---\nx", "name must be a string"},
 		{"keys appear once", "---\nname: a\nname: b\ndescription: d\nallowed-tools: echo\n---\nx", "twice"},
 	} {
-		_, err := engine.ParseSkill([]byte(tc.doc))
+		_, err := image.ParseSkill([]byte(tc.doc))
 		if !errors.Is(err, engine.ErrInvalidSkill) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want invalid_skill mentioning %q", tc.rule, err, tc.want)
 		}

@@ -12,25 +12,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/store"
 )
 
-// Limits bound what one tool call may carry. In Config the zero value of a field means
-// its default; in ProcessConfig it means "the kernel's limit", and a set field can only
-// tighten the kernel's limit, never raise it.
-type Limits struct {
-	// MaxArgumentBytes bounds the raw arguments of a call (the arguments text as the
-	// model sent it, or the compact form of an already decoded object). Default 64 KiB.
-	MaxArgumentBytes int `json:"max_argument_bytes,omitempty"`
-	// MaxResultBytes bounds a handler's result; an oversized result fails the call and
-	// persists no ToolResult. Default 64 KiB.
-	MaxResultBytes int `json:"max_result_bytes,omitempty"`
-	// MaxDepth bounds the nesting of arguments and results. Default 64.
-	MaxDepth int `json:"max_depth,omitempty"`
-	// MaxCalls is the process's tool-call budget: how many calls may ever reach
-	// tool_called. 0 means no budget.
-	MaxCalls int64 `json:"max_calls,omitempty"`
-}
+// Limits bound what one tool call may carry (image.Limits: an image names them too).
+// In Config the zero value of a field means its default; in ProcessConfig it means
+// "the kernel's limit", and a set field can only tighten the kernel's limit.
+type Limits = image.Limits
 
 // Default limits.
 const (
@@ -43,14 +33,14 @@ const (
 // the string escaping of OpenAI-style arguments (at most 6 bytes per byte, for \u00XX).
 const frameOverhead = 4 << 10
 
-func (l Limits) check(where string) error {
+func checkLimits(l Limits, where string) error {
 	if l.MaxArgumentBytes < 0 || l.MaxResultBytes < 0 || l.MaxDepth < 0 || l.MaxCalls < 0 {
 		return errorf(CodeInvalidConfig, "%s: limits must not be negative", where)
 	}
 	return nil
 }
 
-func (l Limits) withDefaults() Limits {
+func withDefaults(l Limits) Limits {
 	if l.MaxArgumentBytes == 0 {
 		l.MaxArgumentBytes = DefaultMaxArgumentBytes
 	}
@@ -63,8 +53,8 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// tighten applies a process's limits over the kernel's.
-func (l Limits) tighten(p Limits) Limits {
+// tighten applies a process's limits p over the kernel's l.
+func tighten(l, p Limits) Limits {
 	pick := func(k, p int) int {
 		if p > 0 && p < k {
 			return p
@@ -80,7 +70,7 @@ func (l Limits) tighten(p Limits) Limits {
 	return l
 }
 
-func (l Limits) adapter() adapterLimits {
+func adapterLimitsOf(l Limits) adapterLimits {
 	return adapterLimits{maxDepth: l.MaxDepth, maxFrameBytes: 6*l.MaxArgumentBytes + frameOverhead}
 }
 
@@ -105,16 +95,13 @@ type Config struct {
 // DefaultApprovalTimeout is the default of Config.ApprovalTimeout.
 const DefaultApprovalTimeout = 2 * time.Minute
 
-// Projection is how a process's tool table is shown to the model.
-type Projection string
+// Projection is how a process's tool table is shown to the model (image.Projection).
+type Projection = image.Projection
 
+// The projections.
 const (
-	// Direct shows every visible process tool, JIT tools included, as its own function
-	// with its stored input schema. The zero value of ProcessConfig.Projection.
-	Direct Projection = "direct"
-	// Multiplexed shows the non-JIT process tools plus the pseudo-function
-	// run_jit_tool {"tool_name","arguments"}; JIT names and schemas stay hidden.
-	Multiplexed Projection = "multiplexed"
+	Direct      = image.Direct
+	Multiplexed = image.Multiplexed
 )
 
 // ProcessConfig configures a process at Spawn.
@@ -177,13 +164,13 @@ func Open(ctx context.Context, st *store.Store, cfg Config) (*Kernel, error) {
 	if st == nil {
 		return nil, errorf(CodeInvalidConfig, "open: no store")
 	}
-	if err := cfg.Limits.check("open"); err != nil {
+	if err := checkLimits(cfg.Limits, "open"); err != nil {
 		return nil, err
 	}
 	k := &Kernel{
 		st:       st,
 		builtins: map[string]*entry{},
-		limits:   cfg.Limits.withDefaults(),
+		limits:   withDefaults(cfg.Limits),
 		procs:    map[string]*process{},
 		subs:     map[int]func(string){},
 		jit:      cfg.JIT,
@@ -237,7 +224,7 @@ func (k *Kernel) Close() error {
 func (k *Kernel) Runtime() *Runtime { return k.runtime }
 
 func storageErr(what string, err error) *Error {
-	return &Error{Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
+	return &Error{Layer: layer, Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
 }
 
 func newID(prefix string) string {
@@ -272,14 +259,14 @@ func (k *Kernel) process(pid string) (*process, error) {
 // Tools returns the projected tool list of pid, as the model sees it, sorted by name:
 // in direct mode every tool that passes the visibility gate and the Skill gate; in
 // multiplexed mode the non-JIT tools among them plus run_jit_tool.
-func (k *Kernel) Tools(pid string) ([]ToolDef, error) {
+func (k *Kernel) Tools(pid string) ([]render.Tool, error) {
 	p, err := k.process(pid)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.RLock()
 	proj := p.projection
-	var defs []ToolDef
+	var defs []render.Tool
 	for name, e := range p.tools {
 		if p.allowed != nil && !p.allowed[name] {
 			continue
@@ -300,8 +287,8 @@ func (k *Kernel) Tools(pid string) ([]ToolDef, error) {
 	return defs, nil
 }
 
-func (e *entry) def() ToolDef {
-	return ToolDef{Name: e.Name, Description: e.Description, InputSchema: e.inSchema, OutputSchema: e.outSchema, Annotations: e.Annotations, Strict: e.strict}
+func (e *entry) def() render.Tool {
+	return render.Tool{Name: e.Name, Description: e.Description, InputSchema: e.inSchema, OutputSchema: e.outSchema, Annotations: e.Annotations, Strict: e.strict}
 }
 
 // OnToolsChanged subscribes fn to changes of a process's projected tool list (a JIT
@@ -361,7 +348,6 @@ func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist fu
 		if taken != t.Name {
 			e = errorf(CodeToolConflict, "process %s already has a tool named %q, the same name as %q under case folding", pid, taken, t.Name)
 		}
-		e.Tool = t.Name
 		return e
 	}
 	err = k.st.Update(ctx, func(tx *store.Tx) error {
@@ -379,9 +365,9 @@ func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist fu
 	p.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return &Error{Code: CodeToolConflict, Tool: t.Name, Message: "install " + t.Name + ": " + err.Error(), Err: err}
+			return &Error{Layer: layer, Code: CodeToolConflict, Message: "install " + t.Name + ": " + err.Error(), Err: err}
 		}
-		return &Error{Code: CodeStorage, Tool: t.Name, Message: "install " + t.Name + ": " + err.Error(), Err: err}
+		return &Error{Layer: layer, Code: CodeStorage, Message: "install " + t.Name + ": " + err.Error(), Err: err}
 	}
 	k.notify(pid)
 	return nil
@@ -403,7 +389,7 @@ func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(
 	e, ok := p.tools[name]
 	if !ok || e.Kind != KindJIT {
 		p.mu.Unlock()
-		return &Error{Code: CodeToolConflict, Tool: name, Message: fmt.Sprintf("process %s has no JIT tool named %q", pid, name)}
+		return &Error{Layer: layer, Code: CodeToolConflict, Message: fmt.Sprintf("process %s has no JIT tool named %q", pid, name)}
 	}
 	err = k.st.Update(ctx, func(tx *store.Tx) error {
 		if persist != nil {
@@ -419,7 +405,7 @@ func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(
 	}
 	p.mu.Unlock()
 	if err != nil {
-		return &Error{Code: CodeStorage, Tool: name, Message: "remove " + name + ": " + err.Error(), Err: err}
+		return &Error{Layer: layer, Code: CodeStorage, Message: "remove " + name + ": " + err.Error(), Err: err}
 	}
 	k.notify(pid)
 	return nil

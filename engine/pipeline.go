@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -78,7 +80,7 @@ func (k *Kernel) HandleFrame(ctx context.Context, pid string, frame []byte) (*Re
 	if err != nil {
 		return nil, err
 	}
-	n, err := normalizeFrame(frame, p.limits.adapter())
+	n, err := normalizeFrame(frame, adapterLimitsOf(p.limits))
 	if err != nil {
 		return nil, k.rejectFrame(ctx, p, viaModel, frame, err)
 	}
@@ -133,8 +135,8 @@ func (h *HostTools) call(ctx context.Context, pid, name string, args json.RawMes
 
 // hostArgs applies the adapter's argument rules to host-supplied arguments.
 func hostArgs(args json.RawMessage, lim Limits) (jsonx.Value, error) {
-	if len(args) > lim.adapter().maxFrameBytes {
-		return jsonx.Value{}, errorf(CodeLimitExceeded, "protocol frame: arguments are %d bytes, more than the %d-byte frame limit", len(args), lim.adapter().maxFrameBytes)
+	if len(args) > adapterLimitsOf(lim).maxFrameBytes {
+		return jsonx.Value{}, errorf(CodeLimitExceeded, "protocol frame: arguments are %d bytes, more than the %d-byte frame limit", len(args), adapterLimitsOf(lim).maxFrameBytes)
 	}
 	if len(strings.TrimSpace(string(args))) == 0 {
 		return jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}, nil
@@ -163,7 +165,7 @@ func (k *Kernel) rejectFrame(ctx context.Context, p *process, via string, frame 
 		"frame_bytes": len(frame), "frame_sha256": hex.EncodeToString(sum[:]),
 	})
 	if _, serr := k.st.Append(context.WithoutCancel(ctx), p.pid, EventProtocolRejected, data); serr != nil {
-		return &Error{Code: CodeStorage, Message: "could not record the protocol rejection: " + serr.Error(), Err: errors.Join(err, serr)}
+		return &Error{Layer: layer, Code: CodeStorage, Message: "could not record the protocol rejection: " + serr.Error(), Err: errors.Join(err, serr)}
 	}
 	return err
 }
@@ -179,13 +181,13 @@ func (k *Kernel) rejectCall(ctx context.Context, p *process, req *request, err *
 	}
 	data, _ := json.Marshal(m)
 	if _, serr := k.st.Append(context.WithoutCancel(ctx), p.pid, EventCallRejected, data); serr != nil {
-		return &Error{Code: CodeStorage, Tool: err.Tool, Message: "could not record the rejected call: " + serr.Error(), Err: errors.Join(err, serr)}
+		return &Error{Layer: layer, Code: CodeStorage, Message: "could not record the rejected call: " + serr.Error(), Err: errors.Join(err, serr)}
 	}
 	return err
 }
 
 func unknownTool(name string) *Error {
-	return &Error{Code: CodeUnknownTool, Tool: name, Message: fmt.Sprintf("no tool named %q in this process's projection", name)}
+	return &Error{Layer: layer, Code: CodeUnknownTool, Message: fmt.Sprintf("no tool named %q in this process's projection", name)}
 }
 
 func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result, error) {
@@ -195,14 +197,14 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	e := p.tools[req.name]
 	p.mu.RUnlock()
 	if state != StateRunning {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeProcessPaused, Tool: req.name, Message: fmt.Sprintf("process %s is %s: the operator must resume it", p.pid, state)})
+		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeProcessPaused, Message: fmt.Sprintf("process %s is %s: the operator must resume it", p.pid, state)})
 	}
 	mux := false
 	switch {
 	case req.name == RunJITTool && req.via == viaModel && proj == Multiplexed:
 		mux = true
 	case req.name == RunJITTool && req.via == viaHost:
-		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeUnknownTool, Tool: req.name, Message: RunJITTool + " is not a process tool: it only routes model calls in the multiplexed projection and cannot be called through the host API"})
+		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeUnknownTool, Message: RunJITTool + " is not a process tool: it only routes model calls in the multiplexed projection and cannot be called through the host API"})
 	case e == nil:
 		return nil, k.rejectCall(ctx, p, &req, unknownTool(req.name))
 	case e.Kind == KindJIT && req.via == viaModel && proj == Multiplexed:
@@ -213,7 +215,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 
 	// Argument size limit, on the raw arguments.
 	if req.argBytes > p.limits.MaxArgumentBytes {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeLimitExceeded, Tool: req.name,
+		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeLimitExceeded,
 			Message: fmt.Sprintf("arguments of %s are %d bytes, more than the %d-byte argument limit", req.name, req.argBytes, p.limits.MaxArgumentBytes)})
 	}
 
@@ -222,20 +224,20 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	if mux {
 		name, nested, details := muxEnvelope(&args)
 		if details != nil {
-			return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeSchemaInvalid, Tool: RunJITTool, Details: details,
-				Message: RunJITTool + ` arguments must be exactly {"tool_name": string, "arguments": object}: ` + describeDetails(details)})
+			return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeSchemaInvalid, Details: details,
+				Message: RunJITTool + ` arguments must be exactly {"tool_name": string, "arguments": object}: ` + liberr.DescribeDetails(details)})
 		}
 		p.mu.RLock()
 		e = p.tools[name]
 		p.mu.RUnlock()
 		if e == nil || e.Kind != KindJIT {
-			return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeUnknownTool, Tool: name, Message: fmt.Sprintf("%s: no JIT tool named %q in this process", RunJITTool, name)})
+			return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeUnknownTool, Message: fmt.Sprintf("%s: no JIT tool named %q in this process", RunJITTool, name)})
 		}
 		args = nested
 	}
 	if details := validate(e.in, &args); details != nil {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeSchemaInvalid, Tool: e.Name, Details: details,
-			Message: fmt.Sprintf("arguments of %s do not match its input schema: %s", e.Name, describeDetails(details))})
+		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeSchemaInvalid, Details: details,
+			Message: fmt.Sprintf("arguments of %s do not match its input schema: %s", e.Name, liberr.DescribeDetails(details))})
 	}
 
 	// Visibility gate, then the Skill gate: while Skills are active, a call from the
@@ -250,10 +252,10 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	}
 	p.mu.RUnlock()
 	if gated {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeNotAllowed, Tool: e.Name, Message: fmt.Sprintf("%s is not among the tools allowed in this process now", e.Name)})
+		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeNotAllowed, Message: fmt.Sprintf("%s is not among the tools allowed in this process now", e.Name)})
 	}
 	if !skillOK {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeNotAllowed, Tool: e.Name, Message: why})
+		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeNotAllowed, Message: why})
 	}
 
 	// Approval: an operator-class tool waits for a decision bound to these exact
@@ -307,10 +309,10 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 		return err
 	})
 	if overBudget {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Code: CodeBudgetExceeded, Tool: e.Name, Message: fmt.Sprintf("the process has used its budget of %d tool calls", p.limits.MaxCalls)})
+		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeBudgetExceeded, Message: fmt.Sprintf("the process has used its budget of %d tool calls", p.limits.MaxCalls)})
 	}
 	if err != nil {
-		return nil, &Error{Code: CodeStorage, Tool: e.Name, Message: "could not record tool_called: " + err.Error(), Err: err}
+		return nil, &Error{Layer: layer, Code: CodeStorage, Message: "could not record tool_called: " + err.Error(), Err: err}
 	}
 
 	// From here the call is open: every path settles it, whatever happens to ctx.
@@ -320,22 +322,22 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 		return nil, k.fail(settleCtx, p, call, herr)
 	}
 	if len(out) > p.limits.MaxResultBytes {
-		return nil, k.fail(settleCtx, p, call, &Error{Code: CodeLimitExceeded, Tool: e.Name,
+		return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeLimitExceeded,
 			Message: fmt.Sprintf("result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(out), p.limits.MaxResultBytes)})
 	}
 	v, derr := jsonx.Decode(out, p.limits.MaxDepth)
 	if derr != nil {
-		return nil, k.fail(settleCtx, p, call, &Error{Code: CodeOutputInvalid, Tool: e.Name, Message: fmt.Sprintf("result of %s is not exact JSON: %v", e.Name, derr), Err: derr})
+		return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeOutputInvalid, Message: fmt.Sprintf("result of %s is not exact JSON: %v", e.Name, derr), Err: derr})
 	}
 	if e.out != nil {
 		if details := validate(e.out, &v); details != nil {
-			return nil, k.fail(settleCtx, p, call, &Error{Code: CodeOutputInvalid, Tool: e.Name, Details: details,
-				Message: fmt.Sprintf("result of %s does not match its output schema: %s", e.Name, describeDetails(details))})
+			return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeOutputInvalid, Details: details,
+				Message: fmt.Sprintf("result of %s does not match its output schema: %s", e.Name, liberr.DescribeDetails(details))})
 		}
 	}
 	canon := v.Canonical()
 	if len(canon) > p.limits.MaxResultBytes {
-		return nil, k.fail(settleCtx, p, call, &Error{Code: CodeLimitExceeded, Tool: e.Name,
+		return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeLimitExceeded,
 			Message: fmt.Sprintf("normalised result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(canon), p.limits.MaxResultBytes)})
 	}
 	sum := sha256.Sum256(canon)
@@ -349,7 +351,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 		return err
 	})
 	if err != nil {
-		serr := &Error{Code: CodeStorage, Tool: e.Name, Message: "could not persist the result: " + err.Error(), Err: err}
+		serr := &Error{Layer: layer, Code: CodeStorage, Message: "could not persist the result: " + err.Error(), Err: err}
 		return nil, k.fail(settleCtx, p, call, serr)
 	}
 	return res, nil
@@ -359,12 +361,12 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 func runHandler(ctx context.Context, h Handler, call *Call) (out json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &Error{Code: CodeToolFailed, Tool: call.Tool, Message: fmt.Sprintf("%s panicked: %v", call.Tool, r)}
+			err = &Error{Layer: layer, Code: CodeToolFailed, Message: fmt.Sprintf("%s panicked: %v", call.Tool, r)}
 		}
 	}()
 	out, err = h(ctx, call)
 	if err == nil && out == nil {
-		err = &Error{Code: CodeOutputInvalid, Tool: call.Tool, Message: call.Tool + " returned no result"}
+		err = &Error{Layer: layer, Code: CodeOutputInvalid, Message: call.Tool + " returned no result"}
 	}
 	return out, err
 }
@@ -376,9 +378,9 @@ func runHandler(ctx context.Context, h Handler, call *Call) (out json.RawMessage
 // settlement cannot be recorded the call stays open and is reported as unknown
 // settlement when the kernel is reopened.
 func (k *Kernel) fail(ctx context.Context, p *process, call *Call, err error) error {
-	e, ok := outermostCoded(err).(*Error)
-	if !ok {
-		e = &Error{Code: Code(CodeOf(err)), Tool: call.Tool, Message: fmt.Sprintf("%s failed: %v", call.Tool, err), Err: err}
+	e := liberr.Outermost(err)
+	if e == nil {
+		e = &Error{Layer: layer, Code: Code(CodeOf(err)), Message: fmt.Sprintf("%s failed: %v", call.Tool, err), Err: err}
 	}
 	m := map[string]any{"call_id": call.CallID, "tool": call.Tool, "code": e.Code, "reason": e.Message}
 	if len(e.Details) > 0 {
@@ -386,13 +388,13 @@ func (k *Kernel) fail(ctx context.Context, p *process, call *Call, err error) er
 	}
 	data, _ := json.Marshal(m)
 	if _, serr := k.st.Append(ctx, p.pid, EventToolFailed, data); serr != nil {
-		return &Error{Code: CodeStorage, Tool: call.Tool, Message: "could not settle the failed call: " + serr.Error(), Err: errors.Join(e, serr)}
+		return &Error{Layer: layer, Code: CodeStorage, Message: "could not settle the failed call: " + serr.Error(), Err: errors.Join(e, serr)}
 	}
 	return e
 }
 
 // runJITToolDef is the multiplexed pseudo-function. Its schema names no JIT tool.
-var runJITToolDef = ToolDef{
+var runJITToolDef = render.Tool{
 	Name: RunJITTool,
 	Description: "Run a process-local JIT tool by its registered name. Call with exactly " +
 		`{"tool_name": "<registered name>", "arguments": {…}}` + ": the field is tool_name, not name, and arguments must match that tool's input schema.",
@@ -410,7 +412,7 @@ func muxEnvelope(args *jsonx.Value) (string, jsonx.Value, []Detail) {
 		case "name":
 			details = append(details, Detail{Path: "/name", Message: `the field is "tool_name", not "name"`})
 		default:
-			details = append(details, Detail{Path: "/" + escapePointer(m.Key), Message: `unexpected key: run_jit_tool takes only "tool_name" and "arguments"`})
+			details = append(details, Detail{Path: "/" + jsonx.EscapePointer(m.Key), Message: `unexpected key: run_jit_tool takes only "tool_name" and "arguments"`})
 		}
 	}
 	var name string
@@ -432,8 +434,4 @@ func muxEnvelope(args *jsonx.Value) (string, jsonx.Value, []Detail) {
 		nested = *a
 	}
 	return name, nested, details
-}
-
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }

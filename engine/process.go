@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -40,7 +43,7 @@ const (
 
 type process struct {
 	pid    string
-	img    *Image // never changed after spawn
+	img    *image.Image // never changed after spawn
 	limits Limits
 	// caps is the live capability set: syscalls.Caller.Capabilities is this very set,
 	// so a revocation stops the next syscall of a call already running.
@@ -61,22 +64,22 @@ type process struct {
 
 // procRecord is the engine's part of the process record (store.Process.Image).
 type procRecord struct {
-	Image  *Image   `json:"image,omitempty"`
-	Active []string `json:"active_skills,omitempty"`
-	Gate   []string `json:"gate,omitempty"`
-	Gated  bool     `json:"gated,omitempty"`
+	Image  *image.Image `json:"image,omitempty"`
+	Active []string     `json:"active_skills,omitempty"`
+	Gate   []string     `json:"gate,omitempty"`
+	Gated  bool         `json:"gated,omitempty"`
 	// Tools is the only field of records written before images existed.
 	Tools []string `json:"tools,omitempty"`
 }
 
-func (k *Kernel) newProcess(pid string, img *Image, caps []string) (*process, error) {
+func (k *Kernel) newProcess(pid string, img *image.Image, caps []string) (*process, error) {
 	if img.Projection == "" {
 		img.Projection = Direct
 	}
 	if img.Projection != Direct && img.Projection != Multiplexed {
 		return nil, errorf(CodeInvalidConfig, "spawn: unknown projection %q (want direct or multiplexed)", img.Projection)
 	}
-	if err := img.Limits.Limits.check("spawn"); err != nil {
+	if err := checkLimits(img.Limits.Limits, "spawn"); err != nil {
 		return nil, err
 	}
 	policy, probs := syscalls.CompilePolicy(img.PolicySpec)
@@ -84,7 +87,7 @@ func (k *Kernel) newProcess(pid string, img *Image, caps []string) (*process, er
 		return nil, errorf(CodeInvalidConfig, "spawn: %s: %s", probs[0].At, probs[0].Message)
 	}
 	p := &process{
-		pid: pid, img: img, limits: k.limits.tighten(img.Limits.Limits), caps: syscalls.NewCapSet(),
+		pid: pid, img: img, limits: tighten(k.limits, img.Limits.Limits), caps: syscalls.NewCapSet(),
 		policy: policy, projection: img.Projection, state: StateRunning, tools: map[string]*entry{},
 	}
 	for _, c := range caps {
@@ -121,7 +124,7 @@ func (k *Kernel) putProcess(tx *store.Tx, p *process) error {
 	rec := procRecord{Image: p.img, Active: p.active}
 	if p.allowed != nil {
 		rec.Gated = true
-		rec.Gate = sortedKeys(p.allowed)
+		rec.Gate = slices.Sorted(maps.Keys(p.allowed))
 	}
 	img, err := json.Marshal(rec)
 	if err != nil {
@@ -150,14 +153,14 @@ func (k *Kernel) Spawn(ctx context.Context, cfg ProcessConfig) (string, error) {
 // (pid_ + 128 random bits, hex). Every tool of the image must be a built-in of this
 // kernel. The process record and a process_spawned event (with the image's name,
 // version and digest) are durable when SpawnImage returns.
-func (k *Kernel) SpawnImage(ctx context.Context, img *Image) (string, error) {
+func (k *Kernel) SpawnImage(ctx context.Context, img *image.Image) (string, error) {
 	if err := k.checkImage(img); err != nil {
 		return "", err
 	}
-	return k.spawn(ctx, img.clone())
+	return k.spawn(ctx, img.Clone())
 }
 
-func (k *Kernel) spawn(ctx context.Context, img *Image) (string, error) {
+func (k *Kernel) spawn(ctx context.Context, img *image.Image) (string, error) {
 	if err := k.enter(); err != nil {
 		return "", err
 	}
@@ -521,7 +524,7 @@ func (p *process) skillAllows(e *entry) (bool, string) {
 		return true, ""
 	}
 	for _, name := range p.active {
-		s, _ := p.img.skill(name)
+		s, _ := p.img.Skill(name)
 		if slices.Contains(s.AllowedTools, e.Name) {
 			return true, ""
 		}
@@ -578,4 +581,40 @@ func (p *process) foldedName(name string) string {
 		}
 	}
 	return found
+}
+
+// imageOf is the anonymous image of a ProcessConfig spawn.
+func imageOf(cfg ProcessConfig) *image.Image {
+	return &image.Image{
+		Format: image.ImageFormat, Name: "process-config", Version: "0.0.0",
+		Tools: slices.Clone(cfg.Tools), Capabilities: slices.Clone(cfg.Capabilities),
+		Projection: cfg.Projection, Limits: image.ImageLimits{Limits: cfg.Limits},
+	}
+}
+
+// checkImage makes the checks that need the kernel: every tool is a built-in.
+func (k *Kernel) checkImage(img *image.Image) error {
+	if img == nil {
+		return errorf(CodeInvalidImage, "spawn: no image")
+	}
+	var ps image.Problems
+	if img.Format != image.ImageFormat {
+		ps.Add("/format", "format %q is not %q", img.Format, image.ImageFormat)
+	}
+	for i, t := range img.Tools {
+		if _, ok := k.builtins[t]; !ok && t != RunJITTool {
+			ps.Add("/tools/"+strconv.Itoa(i), "this kernel has no built-in tool %q", t)
+		}
+	}
+	// An image made in Go gets the same policy checks as a manifest.
+	_, probs := syscalls.CompilePolicy(img.PolicySpec)
+	for _, p := range probs {
+		ps.Add(p.At, "%s", p.Message)
+	}
+	for i, t := range img.ExternalTools {
+		if !slices.Contains(img.Tools, t) {
+			ps.Add("/external_tools/"+strconv.Itoa(i), "tool %q is not among the image's tools", t)
+		}
+	}
+	return ps.Err(CodeInvalidImage, fmt.Sprintf("image %s@%s", img.Name, img.Version))
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
@@ -128,7 +129,7 @@ func TestProcessOperations(t *testing.T) {
 		t.Fatal(err)
 	}
 	defs, _ := w.k.Tools(a)
-	if !slices.ContainsFunc(defs, func(d engine.ToolDef) bool { return d.Name == engine.RunJITTool }) {
+	if !slices.ContainsFunc(defs, func(d render.Tool) bool { return d.Name == engine.RunJITTool }) {
 		t.Fatal("multiplexed projection without run_jit_tool")
 	}
 	if err := w.k.SetProjection(ctx, a, "sideways"); !errors.Is(err, engine.ErrInvalidConfig) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
 )
@@ -42,7 +43,7 @@ func installJIT(t *testing.T, e *env, pid string, runs *atomic.Int64) {
 	}
 }
 
-func names(defs []engine.ToolDef) string {
+func names(defs []render.Tool) string {
 	var s []string
 	for _, d := range defs {
 		s = append(s, d.Name)
@@ -101,8 +102,8 @@ func TestProjectionMultiplexed(t *testing.T) {
 	if err != nil || names(defs) != "echo,run_jit_tool" {
 		t.Fatalf("multiplexed list %q %v", names(defs), err)
 	}
-	for _, p := range []engine.Provider{engine.ProviderMCP, engine.ProviderOpenAI, engine.ProviderAnthropic} {
-		out, err := engine.RenderTools(defs, p)
+	for _, p := range []render.Provider{render.MCP, render.OpenAI, render.Anthropic} {
+		out, err := render.Tools(defs, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +111,7 @@ func TestProjectionMultiplexed(t *testing.T) {
 			t.Fatalf("%s rendering reveals a JIT name or schema: %s", p, out)
 		}
 	}
-	var mux engine.ToolDef
+	var mux render.Tool
 	for _, d := range defs {
 		if d.Name == engine.RunJITTool {
 			mux = d

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
@@ -33,7 +34,7 @@ func TestRehydrateImagesAndBindings(t *testing.T) {
 
 	type state struct {
 		info     engine.ProcessInfo
-		defs     []engine.ToolDef
+		defs     []render.Tool
 		bindings []store.Binding
 	}
 	snapshot := func() map[string]state {

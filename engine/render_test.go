@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
 )
 
 // TestRenderTools: "The projection also renders tool definitions for providers: MCP
@@ -25,19 +26,19 @@ func TestRenderTools(t *testing.T) {
 	jitDesc := `"Normalize bounded record labels and return counts."`
 	echoSchema := `{"additionalProperties":true,"type":"object"}`
 	jitSchema := `{"additionalProperties":false,"properties":{"records":{"maxItems":3,"type":"array"}},"required":["records"],"type":"object"}`
-	want := map[engine.Provider]string{
-		engine.ProviderMCP: `[{"name":"echo","description":` + string(echoDesc) + `,"inputSchema":` + echoSchema + `,"outputSchema":` + echoSchema +
+	want := map[render.Provider]string{
+		render.MCP: `[{"name":"echo","description":` + string(echoDesc) + `,"inputSchema":` + echoSchema + `,"outputSchema":` + echoSchema +
 			`,"annotations":{"title":"Echo","readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}},` +
 			`{"name":"normalize_records","description":` + jitDesc + `,"inputSchema":` + jitSchema + `,"outputSchema":{"additionalProperties":false,"properties":{"count":{"type":"integer"}},"required":["count"],"type":"object"}` +
 			`,"annotations":{"readOnlyHint":false,"destructiveHint":true,"idempotentHint":false,"openWorldHint":false}}]`,
 		// echo's open schema is outside the strict subset; the closed JIT schema is inside.
-		engine.ProviderOpenAI: `[{"type":"function","function":{"name":"echo","description":` + string(echoDesc) + `,"parameters":` + echoSchema + `}},` +
+		render.OpenAI: `[{"type":"function","function":{"name":"echo","description":` + string(echoDesc) + `,"parameters":` + echoSchema + `}},` +
 			`{"type":"function","function":{"name":"normalize_records","description":` + jitDesc + `,"parameters":` + jitSchema + `,"strict":true}}]`,
-		engine.ProviderAnthropic: `[{"name":"echo","description":` + string(echoDesc) + `,"input_schema":` + echoSchema + `},` +
+		render.Anthropic: `[{"name":"echo","description":` + string(echoDesc) + `,"input_schema":` + echoSchema + `},` +
 			`{"name":"normalize_records","description":` + jitDesc + `,"input_schema":` + jitSchema + `}]`,
 	}
 	for p, w := range want {
-		got, err := engine.RenderTools(defs, p)
+		got, err := render.Tools(defs, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestRenderTools(t *testing.T) {
 			t.Errorf("%s:\ngot  %s\nwant %s", p, got, w)
 		}
 	}
-	if _, err := engine.RenderTools(defs, "gemini"); codeOf(err) != "invalid_config" {
+	if _, err := render.Tools(defs, "gemini"); codeOf(err) != "invalid_config" {
 		t.Fatalf("unknown provider: %v", err)
 	}
 }
@@ -112,9 +113,9 @@ func TestRenderPortableRoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := func(p engine.Provider) map[string]map[string]json.RawMessage {
+	renderAs := func(p render.Provider) map[string]map[string]json.RawMessage {
 		t.Helper()
-		out, err := engine.RenderTools(defs, p)
+		out, err := render.Tools(defs, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +149,7 @@ func TestRenderPortableRoots(t *testing.T) {
 		return keys
 	}
 
-	mcp := render(engine.ProviderMCP)
+	mcp := renderAs(render.MCP)
 	for name := range outs {
 		_, has := mcp[name]["outputSchema"]
 		if want := name == "object_out"; has != want {
@@ -186,8 +187,8 @@ func TestRenderPortableRoots(t *testing.T) {
 	if got, want := string(mcp["booleans"]["outputSchema"]), `{"properties":{"v":{}},"type":"object"}`; got != want {
 		t.Errorf("mcp booleans output:\ngot  %s\nwant %s", got, want)
 	}
-	openAI := render(engine.ProviderOpenAI)
-	anthropic := render(engine.ProviderAnthropic)
+	openAI := renderAs(render.OpenAI)
+	anthropic := renderAs(render.Anthropic)
 	for name := range openAI {
 		for _, bad := range []string{"allOf", "anyOf", "const", "enum", "not", "oneOf"} {
 			if rootKeys(openAI[name]["parameters"])[bad] {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
 )
@@ -116,7 +117,7 @@ func TestSkillGateMultiplexed(t *testing.T) {
 	b, _ := json.Marshal(cat)
 	seen = append(seen, string(b))
 	defs, _ := w.k.Tools(pid)
-	rendered, _ := engine.RenderTools(defs, engine.ProviderMCP)
+	rendered, _ := render.Tools(defs, render.MCP)
 	seen = append(seen, string(rendered))
 	for _, s := range []string{"protocol-diagnostics", "jit-authoring"} {
 		out, err := w.call(pid, tools.SkillName, `{"name":"`+s+`"}`)

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/engine/render"
 )
 
 // ToolKind says where a tool in a process tool table comes from.
@@ -24,10 +25,10 @@ const (
 	KindJIT ToolKind = "jit"
 )
 
-// RunJITTool is the multiplexed projection's pseudo-function. It is never a process
-// tool: no tool may have this name, it is never installed in a tool table, and the
-// host API refuses it.
-const RunJITTool = "run_jit_tool"
+// RunJITTool is the multiplexed projection's pseudo-function (image.RunJITTool). It
+// is never a process tool: no tool may have this name, it is never installed in a
+// tool table, and the host API refuses it.
+const RunJITTool = image.RunJITTool
 
 // Handler runs one tool call. It receives the normalised call and returns the result
 // as JSON; the pipeline checks the result's size, exactness and output schema before
@@ -37,17 +38,9 @@ const RunJITTool = "run_jit_tool"
 // wraps an *Error. Without any code the call fails with tool_failed.
 type Handler func(ctx context.Context, call *Call) (json.RawMessage, error)
 
-// Annotations are hints about a tool's behaviour, rendered as MCP tool annotations.
-type Annotations struct {
-	Title       string
-	ReadOnly    bool // the tool does not change its environment
-	Destructive bool // the tool may destroy or overwrite (meaningful when not ReadOnly)
-	Idempotent  bool // repeating a call with the same arguments has no further effect
-	// OpenWorld: the tool talks to the world outside the libOS. Its tool_called is
-	// synced before its handler runs, so an effect outside the store is never without
-	// its record; other tools' tool_called is durable with their settlement.
-	OpenWorld bool
-}
+// Annotations are a tool's behaviour hints (render.Annotations: the renderings state
+// them to the model). OpenWorld decides when the tool's tool_called is synced.
+type Annotations = render.Annotations
 
 // Tool is one entry of a process tool table: a name, a contract and a handler.
 type Tool struct {
@@ -91,13 +84,13 @@ type Call struct {
 	Capabilities []string
 	// Sandbox are the image's bounds for one JIT tool call in the sandbox (zero
 	// fields: the sandbox's defaults).
-	Sandbox SandboxLimits
+	Sandbox image.SandboxLimits
 
 	k *Kernel
 	p *process
 }
 
-var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var toolNameRE = image.ToolName
 
 // entry is a tool with its schemas compiled once.
 type entry struct {
@@ -110,9 +103,7 @@ type entry struct {
 }
 
 func toolErr(name, format string, args ...any) *Error {
-	e := errorf(CodeInvalidTool, "tool %q: "+format, append([]any{name}, args...)...)
-	e.Tool = name
-	return e
+	return errorf(CodeInvalidTool, "tool %q: "+format, append([]any{name}, args...)...)
 }
 
 func compileTool(t Tool, maxDepth int) (*entry, error) {
@@ -144,7 +135,7 @@ func compileTool(t Tool, maxDepth int) (*entry, error) {
 		return nil, toolErr(t.Name, `the input schema's root must be {"type":"object", …}`)
 	}
 	e.inSchema = doc.Canonical()
-	e.strict = strictSubset(&doc, true)
+	e.strict = render.Strict(e.inSchema)
 	if len(t.OutputSchema) > 0 {
 		if e.out, doc, err = compileSchema(t.Name, "output", t.OutputSchema, maxDepth); err != nil {
 			return nil, err
@@ -214,23 +205,4 @@ func validate(s *jsonschema.Schema, v *jsonx.Value) []Detail {
 		return !strings.HasPrefix(out[i].Message, "validation failed") && strings.HasPrefix(out[j].Message, "validation failed")
 	})
 	return out
-}
-
-func describeDetails(ds []Detail) string {
-	var b strings.Builder
-	for i, d := range ds {
-		if i == 3 {
-			fmt.Fprintf(&b, "; and %d more", len(ds)-3)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		p := d.Path
-		if p == "" {
-			p = "/"
-		}
-		fmt.Fprintf(&b, "at %s: %s", p, d.Message)
-	}
-	return b.String()
 }

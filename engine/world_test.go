@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
@@ -93,7 +94,7 @@ func (w *world) reopen(t testing.TB) {
 	w.open(t)
 }
 
-func (w *world) spawnImage(t testing.TB, img *engine.Image) string {
+func (w *world) spawnImage(t testing.TB, img *image.Image) string {
 	t.Helper()
 	pid, err := w.k.SpawnImage(context.Background(), img)
 	if err != nil {

@@ -3,6 +3,7 @@ package liberr
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -77,30 +78,41 @@ func (e *Error) Is(target error) bool {
 	return ok && t.ErrorCode() == string(e.Code)
 }
 
-// CodeOf returns the code of the outermost error in err's chain that has one, in the
-// order errors.As searches it: an error that wraps a coded error is what its maker
+// CodeOf returns the code of the outermost error in err's chain that has one (an
+// ErrorCode() string method, as *Error has), in the order errors.As searches it: an error that wraps a coded error is what its maker
 // meant, so its code wins over the wrapped one. It returns "" for nil and for an
 // error without a code.
 func CodeOf(err error) Code {
-	if e := Outermost(err); e != nil {
-		return e.Code
+	if c := outermost(err); c != nil {
+		return Code(c.ErrorCode())
 	}
 	return ""
 }
 
-// Outermost returns the outermost *Error in err's chain with a code, or nil.
+// Outermost returns the outermost coded error in err's chain (see CodeOf) when it is
+// an *Error, else nil.
 func Outermost(err error) *Error {
+	e, _ := outermost(err).(*Error)
+	return e
+}
+
+type coded interface {
+	error
+	ErrorCode() string
+}
+
+func outermost(err error) coded {
 	for err != nil {
-		if e, ok := err.(*Error); ok && e.Code != "" {
-			return e
+		if c, ok := err.(coded); ok && c.ErrorCode() != "" {
+			return c
 		}
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, inner := range u.Unwrap() {
-				if e := Outermost(inner); e != nil {
-					return e
+				if c := outermost(inner); c != nil {
+					return c
 				}
 			}
 			return nil
@@ -130,4 +142,25 @@ func Clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// DescribeDetails writes the first three details as one line ("at /a: …; at /b: …;
+// and 2 more"), for an error's message.
+func DescribeDetails(ds []Detail) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(ds)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		p := d.Path
+		if p == "" {
+			p = "/"
+		}
+		fmt.Fprintf(&b, "at %s: %s", p, d.Message)
+	}
+	return b.String()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
 )
 
 // Server is one process served over MCP. Create it with New and close it with Close.
@@ -95,7 +96,7 @@ func (s *Server) sync(always bool) error {
 	if err != nil {
 		return err
 	}
-	rendered, err := engine.RenderTools(defs, engine.ProviderMCP)
+	rendered, err := render.Tools(defs, render.MCP)
 	if err != nil {
 		return err
 	}
@@ -241,7 +242,7 @@ func (s *Server) failure(name string, err error) (*mcp.CallToolResult, error) {
 	var e *engine.Error
 	if errors.As(err, &e) {
 		msg = e.Message
-		te.Tool = e.Tool
+		te.Tool = name
 		te.Details = e.Details
 	}
 	te.Code, te.Message = code, msg

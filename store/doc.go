@@ -102,6 +102,7 @@
 //	ckpt 00 <pid> 00 <checkpoint_id> Checkpoint
 //	budget 00 <pid> 00 <name>        Budget
 //	kv 00 <pid> 00 <key>             raw value bytes
+//	kvlab 00 <pid> 00 <key>          JSON array of the value's data-flow labels (absent: none)
 //
 // An empty directory is initialised with the current version. A directory with
 // data but no version, or any other version, is refused with format_unsupported;

@@ -24,6 +24,9 @@ const (
 	tCkpt   = "ckpt"
 	tBudget = "budget"
 	tKV     = "kv"
+	// tKVLabel holds the data-flow labels of a kv value, beside it: absent means the
+	// value carries none.
+	tKVLabel = "kvlab"
 )
 
 const sep = 0x00
@@ -58,6 +61,7 @@ func apprKey(pid, id string) []byte     { return key(tAppr, pid, id) }
 func ckptKey(pid, id string) []byte     { return key(tCkpt, pid, id) }
 func budgetKey(pid, name string) []byte { return key(tBudget, pid, name) }
 func kvKey(pid, k string) []byte        { return key(tKV, pid, k) }
+func kvLabelKey(pid, k string) []byte   { return key(tKVLabel, pid, k) }
 
 func eventKey(pid string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(prefix(tEvent, pid), seq)

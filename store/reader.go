@@ -446,6 +446,28 @@ func (r *reader) KVGet(pid, key string) ([]byte, error) {
 	return r.get(kvKey(pid, key), fmt.Sprintf("kv key %q", key))
 }
 
+// KVLabels returns the data-flow labels recorded with key's value in pid's key–value
+// space (KVSetLabels); nil when it has none or does not exist.
+func (r *reader) KVLabels(pid, key string) ([]string, error) {
+	if err := checkID("pid", pid); err != nil {
+		return nil, err
+	}
+	if err := checkKVKey(key); err != nil {
+		return nil, err
+	}
+	release, err := r.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var out []string
+	err = r.getJSON(kvLabelKey(pid, key), fmt.Sprintf("kv labels of %q", key), &out)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return out, err
+}
+
 // KVList returns the entries of pid whose keys start with keyPrefix and sort after
 // cursor (byte order), at most limit (limit <= 0 or > MaxPage means MaxPage). next is
 // the cursor of the following page, "" when there is none.

@@ -110,4 +110,7 @@ type Budget struct {
 type KVEntry struct {
 	Key   string `json:"key"`
 	Value []byte `json:"value"`
+	// Labels are the value's data-flow labels. KVList leaves them empty; a checkpoint
+	// reads them with KVLabels so a fork keeps them.
+	Labels []string `json:"labels,omitempty"`
 }

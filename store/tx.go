@@ -418,6 +418,27 @@ func (tx *Tx) KVPut(pid, key string, value []byte) error {
 	return tx.set(kvKey(pid, key), value)
 }
 
+// KVSetLabels records the data-flow labels of key's value in pid's key–value space;
+// none removes them. Write it in the same batch as the value.
+func (tx *Tx) KVSetLabels(pid, key string, labels []string) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if err := checkID("pid", pid); err != nil {
+		return err
+	}
+	if err := checkKVKey(key); err != nil {
+		return err
+	}
+	if len(labels) == 0 {
+		if err := tx.b.Delete(kvLabelKey(pid, key), nil); err != nil {
+			return errorf(CodeIO, err, "stage write")
+		}
+		return nil
+	}
+	return tx.putJSON(kvLabelKey(pid, key), labels)
+}
+
 // KVDelete removes key from pid's key–value space and reports whether it existed.
 func (tx *Tx) KVDelete(pid, key string) (existed bool, err error) {
 	if err := tx.check(); err != nil {
@@ -434,6 +455,9 @@ func (tx *Tx) KVDelete(pid, key string) (existed bool, err error) {
 		return false, err
 	}
 	if err := tx.b.Delete(kvKey(pid, key), nil); err != nil {
+		return false, errorf(CodeIO, err, "stage write")
+	}
+	if err := tx.b.Delete(kvLabelKey(pid, key), nil); err != nil {
 		return false, errorf(CodeIO, err, "stage write")
 	}
 	return existed, nil

@@ -156,6 +156,12 @@ func runKVGet(ctx context.Context, c *call) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The value carries its namespace's labels and the ones it was written with.
+	stored, err := c.router.store.KVLabels(c.caller.PID, key)
+	if err != nil {
+		return nil, err
+	}
+	c.noteLabels(append(c.caller.Policy.kvLabels(key), stored...))
 	if !json.Valid(val) {
 		return nil, fmt.Errorf("stored value of %q is not JSON", key)
 	}
@@ -178,7 +184,14 @@ func runKVPut(ctx context.Context, c *call) (json.RawMessage, error) {
 		return nil, argErr(c, fmt.Sprintf("value is %d bytes of JSON; at most %d are stored", len(val), MaxKVValueBytes))
 	}
 	pid := c.caller.PID
-	c.writes = append(c.writes, func(tx *store.Tx) error { return tx.KVPut(pid, key, val) })
+	// The value keeps the labels its call had seen, so they survive storage.
+	labels := c.taint.list()
+	c.writes = append(c.writes, func(tx *store.Tx) error {
+		if err := tx.KVPut(pid, key, val); err != nil {
+			return err
+		}
+		return tx.KVSetLabels(pid, key, labels)
+	})
 	return json.RawMessage(`{}`), nil
 }
 
@@ -256,6 +269,12 @@ func runKVList(ctx context.Context, c *call) (json.RawMessage, error) {
 	keys := make([]string, len(entries))
 	for i, e := range entries {
 		keys[i] = e.Key
+		// Key names are data too: a listing carries the labels of what it lists.
+		stored, err := c.router.store.KVLabels(c.caller.PID, e.Key)
+		if err != nil {
+			return nil, err
+		}
+		c.noteLabels(append(c.caller.Policy.kvLabels(e.Key), stored...))
 	}
 	var next *string
 	if more != "" {

@@ -32,7 +32,7 @@ func sandbox(t testing.TB) *wasm.Engine {
 }
 
 func runOpts() wasm.Options {
-	return wasm.Options{Now: func() time.Time { return fixedNow }, Seed: 1}
+	return wasm.Options{Seed: 1}
 }
 
 const clockProgram = `async function run(args, libos) {

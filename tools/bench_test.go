@@ -92,7 +92,7 @@ func BenchmarkValidateParts(b *testing.B) {
 			b.Fatal(err)
 		}
 		sb := sandbox(b)
-		opts := wasm.Options{Now: func() time.Time { return tools.ValidationTime }, Seed: tools.ValidationSeed}
+		opts := wasm.Options{Seed: tools.ValidationSeed}
 		p50(b, func() {
 			tape, _ := syscalls.NewTape(tests[0].Syscalls)
 			if _, err := sb.Run(context.Background(), prog.Source, tests[0].Args, tape, opts); err != nil {

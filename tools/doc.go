@@ -38,8 +38,8 @@
 //
 // validate_jit_tool {candidate_id} runs Validator.Validate (jsbundle's static checks,
 // the schema portability lint and args/expected-vs-schema findings as warnings, then
-// every test in a fresh JavaScript context under its syscall tape, with the fixed
-// ValidationTime and ValidationSeed; up to ValidatorConfig.Parallel tests at once, each
+// every test in a fresh JavaScript context under its syscall tape, with no ambient
+// clock and ValidationSeed; up to ValidatorConfig.Parallel tests at once, each
 // on its own sandbox instance, reported in test order) and stores the Report as a
 // validation attempt, the state change (validated or rejected) and a jit_validated
 // event in one batch. A settled candidate is refused (already_settled), never

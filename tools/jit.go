@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/store"
@@ -565,9 +566,6 @@ func (j *JIT) tool(c store.Candidate, b store.Binding) (engine.Tool, error) {
 	}, nil
 }
 
-// fixedClock is the clock behind Date in every JIT tool call.
-func fixedClock() time.Time { return ValidationTime }
-
 // handler runs a registered JIT tool. The engine has already checked the arguments
 // against the input schema (a schema-invalid call never gets here) and checks the
 // result against the output schema afterwards; an output failure does not undo the
@@ -577,10 +575,11 @@ func (j *JIT) handler(program string) engine.Handler {
 		caller := j.callerFor(call)
 		b := j.router.For(caller)
 		w := &watch{inner: b}
-		// Date reads the fixed validation clock, in production as in validation: the
-		// live time reaches a tool only through clock.now, which checks clock:now and is
-		// audited. Math.random is seeded afresh for every call.
-		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox), Now: fixedClock})
+		// The sandbox has no ambient clock, in production as in validation: Date.now()
+		// and new Date() throw ambient_clock, and the time reaches a tool only through
+		// clock.now, which checks clock:now and is audited. Math.random is seeded afresh
+		// for every call.
+		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox)})
 		if err != nil {
 			return nil, runError(call.Tool, err, w.denied.Load())
 		}
@@ -607,7 +606,7 @@ func (j *JIT) callerFor(call *engine.Call) syscalls.Caller {
 
 // runLimits applies the image's sandbox bounds of a call over the configured ones;
 // a bound can only tighten.
-func (j *JIT) runLimits(s engine.SandboxLimits) wasm.Limits {
+func (j *JIT) runLimits(s image.SandboxLimits) wasm.Limits {
 	l := j.run
 	if wt := s.WallTime(); wt > 0 && (l.WallTime <= 0 || wt < l.WallTime) {
 		l.WallTime = wt

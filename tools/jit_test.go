@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
@@ -264,7 +266,7 @@ func TestClockExampleDirect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var def *engine.ToolDef
+	var def *render.Tool
 	for i := range defs {
 		if defs[i].Name == "clock_now" {
 			def = &defs[i]
@@ -441,8 +443,8 @@ func TestJITCallAuthorityIsLive(t *testing.T) {
 		t.Fatalf("after the revocation: %v", err)
 	}
 
-	img := &engine.Image{Format: engine.ImageFormat, Name: "tight", Version: "1", Tools: lifecycle,
-		Limits: engine.ImageLimits{Sandbox: engine.SandboxLimits{WallTimeMillis: 100}}}
+	img := &image.Image{Format: image.ImageFormat, Name: "tight", Version: "1", Tools: lifecycle,
+		Limits: image.ImageLimits{Sandbox: image.SandboxLimits{WallTimeMillis: 100}}}
 	tight, err := w.k.SpawnImage(context.Background(), img)
 	if err != nil {
 		t.Fatal(err)

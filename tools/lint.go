@@ -1,9 +1,12 @@
 package tools
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/agentlibos/libos/internal/jsonv"
 )
 
 // Portability lint: the JIT authoring Skill's "portable schemas" paragraph, as warnings. Providers
@@ -20,6 +23,7 @@ const (
 	WarnUnboundedString  = "schema_unbounded_string"
 	WarnUnboundedArray   = "schema_unbounded_array"
 	WarnUntyped          = "schema_untyped"
+	WarnUnboundedInteger = "schema_unbounded_integer"
 )
 
 type linter struct {
@@ -69,6 +73,22 @@ func hasType(s map[string]any, want string) bool {
 		}
 	}
 	return false
+}
+
+// safeBounds reports whether s bounds its numbers on both sides within the integers a
+// double holds exactly.
+func safeBounds(s map[string]any) bool {
+	within := func(keys ...string) bool {
+		for _, k := range keys {
+			if n, ok := s[k].(json.Number); ok {
+				if f, err := n.Float64(); err == nil && f >= -jsonv.MaxSafeInteger && f <= jsonv.MaxSafeInteger {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return within("minimum", "exclusiveMinimum") && within("maximum", "exclusiveMaximum")
 }
 
 func escape(k string) string {
@@ -130,6 +150,9 @@ func (l *linter) walk(s map[string]any, ptr string, property bool) {
 		if _, ok := s["maxLength"]; !ok {
 			l.warn(WarnUnboundedString, ptr, `a string without "maxLength": bound it`)
 		}
+	}
+	if hasType(s, "integer") && !constrained && !safeBounds(s) {
+		l.warn(WarnUnboundedInteger, ptr, `an integer without "minimum" and "maximum" within ±(2^53−1): a JIT tool's numbers are doubles, and a larger one is refused before the tool runs; bound it, or take the number as a string`)
 	}
 	if hasType(s, "array") && !constrained {
 		_, bounded := s["maxItems"]

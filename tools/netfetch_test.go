@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
@@ -55,12 +55,12 @@ const fetcherSource = `export async function run(args: any, libos: any) {
 }`
 
 // fetchImage is an image whose only route policy is yaml (net, secrets, labels, …).
-func fetchImage(t testing.TB, policy string) *engine.Image {
+func fetchImage(t testing.TB, policy string) *image.Image {
 	t.Helper()
 	manifest := "format: libos.image/v1\nname: egress\nversion: 1.0.0\n" +
 		"tools: [echo, propose_jit_tool, validate_jit_tool, register_jit_tool]\n" +
 		"capabilities: [net:fetch, kv:read, kv:write, tools:call]\n" + policy
-	img, err := engine.ParseImage([]byte(manifest), nil)
+	img, err := image.ParseImage([]byte(manifest), nil)
 	if err != nil {
 		t.Fatalf("image: %v\n%s", err, manifest)
 	}
@@ -68,12 +68,19 @@ func fetchImage(t testing.TB, policy string) *engine.Image {
 }
 
 // spawnWithTool spawns a process of img and registers source as a JIT tool name.
-func (w *world) spawnWithTool(t testing.TB, img *engine.Image, name, source string) string {
+func (w *world) spawnWithTool(t testing.TB, img *image.Image, name, source string) string {
 	t.Helper()
 	pid, err := w.k.SpawnImage(context.Background(), img)
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.register(t, pid, name, source)
+	return pid
+}
+
+// register registers source as the JIT tool name of pid, with open schemas.
+func (w *world) register(t testing.TB, pid, name, source string) {
+	t.Helper()
 	obj := candidateJSON(t, "good_clock_now.json")
 	obj = withField(t, obj, "name", jsonString(name))
 	obj = withField(t, obj, "source_code", jsonString(source))
@@ -81,7 +88,6 @@ func (w *world) spawnWithTool(t testing.TB, img *engine.Image, name, source stri
 	obj = withField(t, obj, "output_schema", `{"type":"object"}`)
 	obj = withField(t, obj, "tests", `[]`)
 	w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, obj)))
-	return pid
 }
 
 // syscallEvents returns the data of the syscall audit events of route after n events.

@@ -37,7 +37,7 @@ func TestParallelTestsSameReport(t *testing.T) {
 // once, the console lines still come in test order, each test's in the order it wrote
 // them, cut at MaxReportLogs.
 func TestParallelLogsInTestOrder(t *testing.T) {
-	c := loadCandidate(t, "good_deterministic_time.json")
+	c := loadCandidate(t, "bad_ambient_clock.json")
 	c.SourceCode = `export function run(args: { n: number }) {
   for (let i = 0; i < 10; i++) console.log("test " + args.n + " line " + i);
   return {};

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
 )
@@ -27,7 +28,7 @@ func TestSkillTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Close()
-	img, err := engine.ParseImage([]byte(`{"format":"libos.image/v1","name":"skills","version":"1.0.0",
+	img, err := image.ParseImage([]byte(`{"format":"libos.image/v1","name":"skills","version":"1.0.0",
 		"tools":["echo","activate_skill"],"skills":["protocol-diagnostics"]}`), tools.SkillFS())
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +47,7 @@ func TestSkillTool(t *testing.T) {
 		return m, json.Unmarshal(res.Structured, &m)
 	}
 	doc, _ := fs.ReadFile(tools.SkillFS(), "protocol-diagnostics/SKILL.md")
-	want, _ := engine.ParseSkill(doc)
+	want, _ := image.ParseSkill(doc)
 	got, err := call(`{"name":"protocol-diagnostics"}`)
 	if err != nil || got["instructions"] != want.Instructions || got["name"] != "protocol-diagnostics" || got["description"] != want.Description {
 		t.Fatalf("activation = %v, %v", got, err)

@@ -4,7 +4,7 @@ import (
 	"embed"
 	"io/fs"
 
-	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 )
 
 //go:embed skills/*/SKILL.md
@@ -21,10 +21,10 @@ func SkillFS() fs.FS {
 	return sub
 }
 
-// DefaultImage is engine.DefaultImage with the project's own Skills: echo, the JIT
+// DefaultImage is image.DefaultImage with the project's own Skills: echo, the JIT
 // lifecycle tools and activate_skill; clock:now, kv:read, kv:write and tools:call;
 // the direct projection. A kernel spawning it needs Echo, the JIT lifecycle's
 // Tools() and Skill() among its built-ins.
-func DefaultImage() (*engine.Image, error) {
-	return engine.DefaultImage(SkillFS())
+func DefaultImage() (*image.Image, error) {
+	return image.DefaultImage(SkillFS())
 }

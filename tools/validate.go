@@ -86,8 +86,10 @@ const (
 	CodeTruncated = "diagnostics_truncated"
 )
 
-// ValidationTime is what Date.now() and new Date() read while a test runs, and
-// ValidationSeed seeds Math.random: validation is deterministic byte for byte.
+// ValidationTime is a fixed instant for a report that must be the same on every run
+// (`libos validate` stamps validated_at with it). No program reads it: the sandbox has
+// no ambient clock (Date.now() and new Date() throw ambient_clock), so validation is
+// deterministic byte for byte with ValidationSeed seeding Math.random.
 var ValidationTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // ValidationSeed seeds Math.random in every test.
@@ -98,10 +100,14 @@ type ValidatorConfig struct {
 	// Limits bound the proposal; zero fields default.
 	Limits Limits
 	// Run bounds each test's run in the sandbox. Zero fields are the sandbox's
-	// defaults, except WallTime, which defaults to DefaultTestWallTime.
+	// defaults, except Fuel, which defaults to DefaultTestFuel (a negative Fuel means
+	// none), and WallTime, which defaults to DefaultTestWallTime. The fuel decides; the
+	// wall time is a backstop far above what the fuel takes on a loaded machine, so
+	// that a verdict is the same on every machine.
 	Run wasm.Limits
-	// WallTime bounds the whole validation's test runs; tests that would start after
-	// it ran out fail with limit_exceeded. Zero means DefaultValidationWallTime.
+	// WallTime bounds the whole validation's test runs, as a backstop too; tests that
+	// would start after it ran out fail with limit_exceeded. Zero means
+	// DefaultValidationWallTime.
 	WallTime time.Duration
 	// Clock gives Report.ValidatedAt; nil means time.Now. Tools that print reports
 	// (the CLI) pass a fixed clock to keep their output deterministic.
@@ -117,11 +123,17 @@ type ValidatorConfig struct {
 // ValidatorConfig.Parallel is zero.
 const DefaultParallelTests = 4
 
-// Default wall times: each test's, when ValidatorConfig.Run sets none, and the whole
-// validation's.
+// DefaultTestFuel is each test's budget of guest work (wasm.Limits.Fuel) when
+// ValidatorConfig.Run sets none: about a second of busy JavaScript on a current x86-64
+// core, and the same count on every machine, so a test that passes on a laptop passes in
+// CI under any load.
+const DefaultTestFuel = 1 << 28
+
+// Default wall times, backstops behind the fuel: each test's, when ValidatorConfig.Run
+// sets none, and the whole validation's.
 const (
-	DefaultTestWallTime       = time.Second
-	DefaultValidationWallTime = 10 * time.Second
+	DefaultTestWallTime       = 30 * time.Second
+	DefaultValidationWallTime = 2 * time.Minute
 )
 
 // Validator runs validations on a sandbox. It is safe for concurrent use and holds no
@@ -143,6 +155,12 @@ func NewValidator(sandbox *wasm.Engine, cfg ValidatorConfig) *Validator {
 	}
 	if v.run.WallTime <= 0 {
 		v.run.WallTime = DefaultTestWallTime
+	}
+	switch {
+	case v.run.Fuel == 0:
+		v.run.Fuel = DefaultTestFuel
+	case v.run.Fuel < 0:
+		v.run.Fuel = 0
 	}
 	if v.clock == nil {
 		v.clock = time.Now
@@ -366,7 +384,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 		return fail(syscalls.CodeTapeInvalid, strings.TrimPrefix(err.Error(), "syscalls: "), nil, "")
 	}
 	res, runErr := v.sandbox.Run(ctx, prog.Source, tc.args, tape,
-		wasm.Options{Limits: v.run, Now: func() time.Time { return ValidationTime }, Seed: ValidationSeed})
+		wasm.Options{Limits: v.run, Seed: ValidationSeed})
 	if res != nil {
 		for _, l := range res.Logs {
 			if len(*logs) >= MaxReportLogs {

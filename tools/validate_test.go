@@ -24,13 +24,13 @@ func codes(ds []tools.Diagnostic) []string {
 	return out
 }
 
-// TestValidateDeterministic: "deterministic clock and seed per test" and a caller-
+// TestValidateDeterministic: "deterministic seed per test" and a caller-
 // supplied clock for validated_at make a report byte-identical run after run.
 func TestValidateDeterministic(t *testing.T) {
 	v := fixedValidator(t)
-	c := loadCandidate(t, "good_deterministic_time.json")
+	c := loadCandidate(t, "bad_ambient_clock.json")
 	c.SourceCode = `export function run() {
-  return { now: Date.now(), r: [Math.random(), Math.random()] };
+  return { then: new Date(1767323045000).toISOString(), r: [Math.random(), Math.random()] };
 }`
 	c.Tests = json.RawMessage(`[{"args":{},"expected":{},"syscalls":[]},{"args":{},"expected":{},"syscalls":[]}]`)
 	a, _ := json.Marshal(v.Validate(context.Background(), c))
@@ -43,15 +43,15 @@ func TestValidateDeterministic(t *testing.T) {
 	if r.ValidatedAt != time.Date(2026, 5, 4, 3, 2, 1, 0, time.UTC) {
 		t.Fatalf("validated_at comes from the caller's clock: %v", r.ValidatedAt)
 	}
-	if string(r.Tests[0].Observed) != string(r.Tests[1].Observed) || !strings.Contains(string(r.Tests[0].Observed), "1767323045000") {
-		t.Fatalf("every test sees the same clock and seed: %s / %s", r.Tests[0].Observed, r.Tests[1].Observed)
+	if string(r.Tests[0].Observed) != string(r.Tests[1].Observed) || !strings.Contains(string(r.Tests[0].Observed), "2026-01-02T03:04:05.000Z") {
+		t.Fatalf("every test sees the same seed: %s / %s", r.Tests[0].Observed, r.Tests[1].Observed)
 	}
 }
 
 // TestFreshContextPerTest: state a program keeps at top level does not survive from
 // one test to the next.
 func TestFreshContextPerTest(t *testing.T) {
-	c := loadCandidate(t, "good_deterministic_time.json")
+	c := loadCandidate(t, "bad_ambient_clock.json")
 	c.SourceCode = "let calls = 0;\nexport function run() {\n  calls++;\n  return { calls };\n}\n"
 	c.Tests = json.RawMessage(strings.Repeat(`{"args":{},"expected":{"calls":1},"syscalls":[]},`, 3))
 	c.Tests = json.RawMessage("[" + strings.TrimSuffix(string(c.Tests), ",") + "]")
@@ -144,7 +144,7 @@ func TestValidateWarnings(t *testing.T) {
 // TestReportBounded: errors, logs and observed values are bounded, and a cut list says
 // so.
 func TestReportBounded(t *testing.T) {
-	c := loadCandidate(t, "good_deterministic_time.json")
+	c := loadCandidate(t, "bad_ambient_clock.json")
 	c.SourceCode = `export function run() {
   for (let i = 0; i < 200; i++) console.log("line " + i + " " + "x".repeat(2000));
   return { big: "y".repeat(10000) };

@@ -24,6 +24,14 @@
 // function or in the Syscaller end only that call (and discard its instance); the next
 // call on the Engine runs normally. The guest ABI is specified in guest/ABI.md.
 //
+// Every loop and function of the guest pays fuel (internal/fuel rewrites the linked
+// module; guest/ABI.md, "Fuel"): when a grant runs out the guest calls the host, which
+// checks the wall time, the caller's cancellation and Limits.Fuel. So every call reaches
+// the host, and its goroutine a Go safe point, about every millisecond whatever the guest
+// runs: a garbage collection's stop-the-world never waits for a guest, and the limits
+// hold in every built-in. Limits.Fuel is a budget counted in guest work, identical on
+// every machine: validation uses it so that a verdict never depends on load.
+//
 // internal/linmem backs each instance's linear memory with address space reserved for the
 // whole cap, so that growing it never copies it.
 package wasm

@@ -13,6 +13,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 
+	"github.com/agentlibos/libos/wasm/internal/fuel"
 	"github.com/agentlibos/libos/wasm/internal/linmem"
 )
 
@@ -47,6 +48,10 @@ type Config struct {
 	// beyond it still run, on instances that are closed afterwards. 0 means GOMAXPROCS;
 	// a negative value keeps none (every call instantiates afresh).
 	PoolSize int
+
+	// guest replaces the embedded guest: benchmarks load the build's uninstrumented
+	// module to measure what the fuel costs. Only tests set it.
+	guest []byte
 }
 
 // Engine runs JavaScript programs in the QuickJS guest. The guest is compiled once, when
@@ -127,7 +132,11 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := instantiateHost(ctx, e.rt); err != nil {
 		return fail(fmt.Errorf("wasm: host module: %w", err))
 	}
-	compiled, err := e.rt.CompileModule(ctx, guestWasm)
+	guest := guestWasm
+	if cfg.guest != nil {
+		guest = cfg.guest
+	}
+	compiled, err := e.rt.CompileModule(ctx, guest)
 	if err != nil {
 		return fail(fmt.Errorf("wasm: compile guest: %w", err))
 	}
@@ -224,10 +233,13 @@ type instance struct {
 	mem              api.Memory
 	run, alloc, free api.Function
 	outPtr, outLen   api.Function
-	stack            [8]uint64
-	capBytes         int64 // the engine's hard memory cap
-	broken           bool  // trapped, or the host gave up on it: never reuse
-	dirty            bool  // a call ran since the snapshot was restored
+	// fuel is the guest's fuel counter (internal/fuel); nil only for an uninstrumented
+	// guest that a benchmark loaded.
+	fuel     api.MutableGlobal
+	stack    [8]uint64
+	capBytes int64 // the engine's hard memory cap
+	broken   bool  // trapped, or the host gave up on it: never reuse
+	dirty    bool  // a call ran since the snapshot was restored
 }
 
 var guestExports = []string{"_initialize", "libos_alloc", "libos_free", "libos_prepare", "libos_run", "libos_out_ptr", "libos_out_len"}
@@ -268,6 +280,7 @@ func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 		outLen:   mod.ExportedFunction("libos_out_len"),
 		capBytes: e.maxMemory,
 	}
+	in.fuel, _ = mod.ExportedGlobal(fuel.GlobalExport).(api.MutableGlobal)
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	if e.snap != nil {

@@ -24,6 +24,14 @@ const (
 	CodeLimitExceeded = "limit_exceeded"
 	// CodeCanceled: the caller's context was cancelled (or its own deadline passed).
 	CodeCanceled = "canceled"
+	// CodeAmbientClock: the program called Date.now(), Date() or new Date() without an
+	// argument. The sandbox has no ambient clock: the time comes from the clock.now
+	// syscall, which the caller's Syscaller checks and records.
+	CodeAmbientClock = "ambient_clock"
+	// CodeNumberInexact: a number in the arguments, or in a syscall result, that a
+	// JavaScript number (a double) cannot hold exactly; Path is its JSON Pointer. It is
+	// refused before the program sees it, never rounded.
+	CodeNumberInexact = "number_inexact"
 	// CodeTrap: the instance trapped; it was discarded and the engine stays usable.
 	CodeTrap = "trap"
 )
@@ -37,6 +45,8 @@ const (
 	LimitLogs         = "logs"
 	LimitSyscalls     = "syscalls"
 	LimitSyscallBytes = "syscall_bytes"
+	// LimitFuel: the call did more guest work than Limits.Fuel allows.
+	LimitFuel = "fuel"
 )
 
 // Codes that reach the guest in a rejected syscall Promise when the host, not the Syscaller,

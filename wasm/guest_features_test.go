@@ -3,8 +3,8 @@ package wasm
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
-	"time"
 )
 
 // featureCase is one row of the ES feature table: a program and the JSON it must return.
@@ -146,14 +146,13 @@ func TestGuestSandboxRules(t *testing.T) {
 	}
 }
 
-// "Date.now()/new Date() read the now_ms import; Math.random seeded from the seed argument
-// so output is byte-identical across runs."
+// "Time and randomness reach the guest only through the host, so validation is
+// deterministic byte for byte": Math.random is seeded from the seed argument.
 func TestGuestDeterminism(t *testing.T) {
 	e := hostTestEngine(t)
-	clock := time.Date(2024, 2, 29, 12, 30, 45, 123e6, time.UTC)
-	prog := `function run() { return {now: Date.now(), iso: new Date().toISOString(), date: Date(), r: [Math.random(), Math.random(), Math.random()]} }`
+	prog := `function run() { return {r: [Math.random(), Math.random(), Math.random()]} }`
 	run := func(seed uint64) json.RawMessage {
-		res, err := e.Run(hostCtx(t), prog, nil, nil, Options{Seed: seed, Now: func() time.Time { return clock }})
+		res, err := e.Run(hostCtx(t), prog, nil, nil, Options{Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,29 +160,58 @@ func TestGuestDeterminism(t *testing.T) {
 	}
 	a, b, c := run(7), run(7), run(8)
 	if string(a) != string(b) {
-		t.Errorf("the same seed and clock gave different output:\n%s\n%s", a, b)
+		t.Errorf("the same seed gave different output:\n%s\n%s", a, b)
 	}
 	if string(a) == string(c) {
 		t.Errorf("different seeds gave the same Math.random sequence: %s", a)
 	}
 	var v struct {
-		Now  float64   `json:"now"`
-		ISO  string    `json:"iso"`
-		Date string    `json:"date"`
-		R    []float64 `json:"r"`
+		R []float64 `json:"r"`
 	}
 	if err := json.Unmarshal(a, &v); err != nil {
 		t.Fatal(err)
-	}
-	if v.Now != float64(clock.UnixMilli()) || v.ISO != "2024-02-29T12:30:45.123Z" {
-		t.Errorf("Date.now() = %v, new Date() = %s; want the caller's clock %s", v.Now, v.ISO, clock)
-	}
-	if v.Date != "Thu Feb 29 2024 12:30:45 GMT+0000" {
-		t.Errorf("Date() = %q, want the caller's clock in UTC", v.Date)
 	}
 	for _, r := range v.R {
 		if r < 0 || r >= 1 {
 			t.Errorf("Math.random() = %v, want [0, 1)", r)
 		}
 	}
+}
+
+// JIT authoring Skill: "Date.now() and argument-less new Date() throw a typed error that
+// says to use libos.syscall("clock.now", …), in validation and in production alike;
+// new Date(value) and the rest of Date keep working." The sandbox has no ambient clock.
+func TestGuestHasNoAmbientClock(t *testing.T) {
+	e := hostTestEngine(t)
+	for _, src := range []string{
+		`function run() { return Date.now(); }`,
+		`function run() { return new Date().toISOString(); }`,
+		`function run() { return Date(); }`,
+		`function run() { return String(new globalThis.Date()); }`,
+		`function run() { class D extends Date {}; return new D().getTime(); }`,
+		`function run() { return Reflect.construct(Date, []).getTime(); }`,
+		`function run() { return new (new Date(0).constructor)().getTime(); }`,
+		`function run() { return Date.prototype.constructor.now(); }`,
+		`async function run() { await null; return Date.now(); }`,
+		`function run() { try { Date.now(); } catch (e) { throw e; } }`,
+	} {
+		_, err := e.Run(hostCtx(t), src, nil, nil, Options{})
+		we := wantError(t, err, CodeAmbientClock, "")
+		if !strings.Contains(we.Message, `libos.syscall("clock.now"`) || !strings.HasPrefix(we.Message, "AmbientClockError: ") {
+			t.Errorf("%s: message %q must name libos.syscall(\"clock.now\", …)", src, we.Message)
+		}
+	}
+	// A program may catch the refusal and see what it is.
+	res := mustRun(t, e, `function run() { try { return Date.now(); } catch (e) { return [e.name, e instanceof Error]; } }`, `{}`, nil, Options{})
+	assertJSON(t, res.Value, `["AmbientClockError", true]`)
+	// Everything that reads no clock keeps working.
+	res = mustRun(t, e, `function run() {
+		const d = new Date(1767323045678);
+		class D extends Date {}
+		return [d.toISOString(), new Date("2026-01-02T03:04:05Z").getTime(), Date.UTC(2026, 0, 2),
+			Date.parse("2026-01-02T03:04:05.000Z"), d instanceof Date, new D(0).getTime(), new Date(d).getTime(),
+			typeof Date, Date.name, Date.length, new Date(2026, 0, 2, 3, 4, 5).toISOString(), structuredClone(d).getTime()];
+	}`, `{}`, nil, Options{})
+	assertJSON(t, res.Value, `["2026-01-02T03:04:05.678Z", 1767323045000, 1767312000000, 1767323045000, true, 0, 1767323045678,
+		"function", "Date", 7, "2026-01-02T03:04:05.000Z", 1767323045678]`)
 }

@@ -28,6 +28,7 @@ func TestGuestImportsOnlyLibos(t *testing.T) {
 		"syscall":      "(i32,i32,i32,i32) -> (i32)",
 		"syscall_take": "(i32) -> ()",
 		"log":          "(i32,i32,i32) -> ()",
+		"fuel":         "(i64) -> (i64)",
 	}
 	got := map[string]string{}
 	for _, f := range cm.ImportedFunctions() {

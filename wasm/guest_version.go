@@ -5,11 +5,11 @@ package wasm
 // builtGuest records how libos_guest.wasm was built. 'make guest' writes it together with
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
-	SHA256:         "6856f002ce9a54b674e1ad7280d6ee2a92785b7fc973c8e86da80a21c1b77ab8",
+	SHA256:         "70b1bf675acce524dae60f6d78d5ed5e347fc170e8f26510604b7d0bc6e1a209",
 	QuickJSRelease: "2021-03-27",
 	QuickJSSource:  "npm qjsc@0.3.0 sha256:4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee",
 	Clang:          "Debian clang version 16.0.6 (15~deb12u1)",
 	WASILibc:       "0.0~git20220510.9886d3d-2",
 	PatchSHA256:    "4ced54a59c465a3d55cdd37fc29fdded72be6e75513e4629b1e6cb272812c976",
-	SourcesSHA256:  "dc4a5ba62a507a06c5a513f70afa3d7783fdd9a5c1f5ff2330e05f4b38e72f03",
+	SourcesSHA256:  "56f6bbe4dd3600635ee9e029aadf041446ab04bf202668a0cca62c94a4eefe2c",
 }

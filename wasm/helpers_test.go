@@ -151,6 +151,9 @@ func newBareHost(t *testing.T) *bareHost {
 		[]api.ValueType{api.ValueTypeI32}, nil).Export("syscall_take")
 	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, st []uint64) {}),
 		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).Export("log")
+	// Fuel without end: these tests are about what the guest does, not about its budget.
+	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, st []uint64) { st[0] = fuelIdle }),
+		[]api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}).Export("fuel")
 	if _, err := b.Instantiate(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,11 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
+	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/agentlibos/libos/wasm/internal/fuel"
 )
 
 // The host module "libos" is instantiated once per Engine and shared by all instances.
@@ -33,7 +36,9 @@ const (
 	stopLogs
 	stopSyscalls
 	stopSyscallBytes
-	stopFault // the host gave up: a host-side panic or a guest that broke the ABI
+	stopInexact // a syscall result held a number the guest cannot hold exactly (call.inexact)
+	stopFault   // the host gave up: a host-side panic or a guest that broke the ABI
+	stopFuel    // the call spent its fuel budget (Limits.Fuel)
 )
 
 // call is the state of one Run. Everything but stop is touched only by the goroutine
@@ -43,8 +48,9 @@ type call struct {
 	ctx    context.Context // bounded by the wall time; handed to the Syscaller
 	parent context.Context
 	sys    Syscaller
-	now    func() time.Time
-	lim    Limits
+	// inexact is the refusal of a syscall result (stopInexact).
+	inexact *Error
+	lim     Limits
 
 	// deadline is when the call must stop, on the monotonic clock (since monoBase): the
 	// wall time, or the caller's own deadline when that comes first (parentDeadline).
@@ -54,6 +60,15 @@ type call struct {
 	// what the time limit costs.
 	noPoll bool
 	polls  int64
+
+	// The fuel (see hostFuel): fuelBudget is Limits.Fuel (0: none), fuelUsed what the
+	// guest spent up to the last grant, fuelGrant what that grant gave it, fuelPolls how
+	// often it came back for more. graced is set once a stopped call got its last grant.
+	fuelBudget int64
+	fuelUsed   int64
+	fuelGrant  int64
+	fuelPolls  int64
+	graced     bool
 
 	syscalls      int
 	pending       []byte
@@ -81,6 +96,7 @@ func callFrom(ctx context.Context) *call {
 
 var (
 	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
 	f64 = api.ValueTypeF64
 )
 
@@ -90,6 +106,8 @@ func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 		WithName("now_ms").Export("now_ms")
 	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(hostPoll), nil, []api.ValueType{i32}).
 		WithName("poll").Export("poll")
+	b.NewFunctionBuilder().WithGoFunction(api.GoFunc(hostFuel), []api.ValueType{i64}, []api.ValueType{i64}).
+		WithName(fuel.ImportName).Export(fuel.ImportName)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostSyscall), []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}).
 		WithName("syscall").Export("syscall")
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostSyscallTake), []api.ValueType{i32}, nil).
@@ -100,19 +118,12 @@ func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 	return err
 }
 
-// hostNowMs: () → f64, the caller's clock in milliseconds since the Unix epoch.
-func hostNowMs(ctx context.Context, stack []uint64) {
-	stack[0] = api.EncodeF64(0)
-	c := callFrom(ctx)
-	if c == nil {
-		return
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			c.faulted("clock panicked: %v", r)
-		}
-	}()
-	ms := min(max(c.now().UnixMilli(), -maxDateMs), maxDateMs)
+// hostNowMs: () → f64, the host's clock in milliseconds since the Unix epoch. No script
+// reads it: the prelude makes Date.now(), Date() and new Date() without an argument
+// throw ambient_clock, so the time reaches a program only through a syscall its caller
+// checks. Only the C library reads it (QuickJS's Date internals, profiling builds).
+func hostNowMs(_ context.Context, stack []uint64) {
+	ms := min(max(time.Now().UnixMilli(), -maxDateMs), maxDateMs)
 	stack[0] = api.EncodeF64(float64(ms))
 }
 
@@ -142,6 +153,73 @@ func hostPoll(ctx context.Context, stack []uint64) {
 		c.halt(c.ctxReason())
 	}
 	stack[0] = 1
+}
+
+// Fuel grants. The guest's code is instrumented (internal/fuel): every function entry and
+// every loop iteration subtracts the length of the straight-line run it starts from a
+// counter, and calls the fuel import when the counter goes below zero. fuelSlice is
+// between a fifth of a millisecond (the bytecode interpreter) and about a millisecond
+// (C loops such as a substring search) on a current x86-64 core, so a guest reaches the
+// host, and its goroutine a Go safe point, that often whatever it runs; fuelGrace, a few
+// milliseconds, is what a stopped call gets to reach one of QuickJS's own polls (every
+// 10,000 bytecode branches and calls, every 4096 regex backtracking steps) and unwind
+// cleanly.
+const (
+	fuelSlice = 1 << 16
+	fuelGrace = 1 << 20
+	// fuelIdle is the grant outside a call (instantiation, prepare, the host's own
+	// calls to libos_alloc and the output): those run the guest's own code, bounded.
+	fuelIdle = 1 << 40
+)
+
+// errFuelStop is the panic with which hostFuel ends a stopped call that did not unwind
+// within its grace: wazero turns it into the error libos_run returns, the instance is
+// discarded, and trapError reports the reason the call was stopped for.
+var errFuelStop = errors.New("wasm: the call was stopped at a fuel check")
+
+// hostFuel: (remaining i64) → (grant i64). The guest calls it when its fuel counter went
+// below zero, remaining being the counter (the overshoot of the last check). It counts
+// what the guest spent, stops the call when it spent its budget (Limits.Fuel), when the
+// wall time passed or when the caller cancelled, and answers the next grant. A call
+// already stopped gets fuelGrace once, to be interrupted by QuickJS's own poll, which
+// unwinds the JavaScript stack and leaves an instance that can be restored; a call that
+// comes back after its grace (C code that never polls) is ended by a trap.
+func hostFuel(ctx context.Context, stack []uint64) {
+	remaining := int64(stack[0])
+	c := callFrom(ctx)
+	if c == nil || c.noPoll {
+		stack[0] = fuelIdle
+		return
+	}
+	c.fuelUsed += c.fuelGrant - remaining
+	c.fuelGrant = 0
+	c.fuelPolls++
+	if c.stop.Load() == int32(running) {
+		switch {
+		case c.fuelBudget > 0 && c.fuelUsed >= c.fuelBudget:
+			c.halt(stopFuel)
+		case time.Since(monoBase) >= c.deadline:
+			c.halt(c.ctxReason())
+		}
+	}
+	if c.stopped() != running {
+		if c.graced {
+			panic(errFuelStop)
+		}
+		c.graced = true
+		c.fuelGrant = fuelGrace
+	} else {
+		c.fuelGrant = c.nextGrant()
+	}
+	stack[0] = uint64(c.fuelGrant)
+}
+
+// nextGrant is a slice of fuel, or what is left of the budget when that is less.
+func (c *call) nextGrant() int64 {
+	if c.fuelBudget > 0 {
+		return max(min(fuelSlice, c.fuelBudget-c.fuelUsed), 0)
+	}
+	return fuelSlice
 }
 
 // interruptNow is the syscall import's answer that makes the guest unwind at once.
@@ -242,6 +320,13 @@ func (c *call) invoke(name string, args json.RawMessage) (resp []byte, interrupt
 	}
 	if !json.Valid(result) {
 		return errorResponse(CodeSyscallFailed, "syscall failed"), false
+	}
+	if ptr, num, became, bad := jsonv.Inexact(result); bad {
+		// The call stops here rather than letting the program catch a rejection and
+		// carry on without the value: the result was the provider's, not the program's.
+		c.inexact = inexactError("result of syscall "+name, ptr, num, became)
+		c.halt(stopInexact)
+		return nil, true
 	}
 	resp = make([]byte, 0, len(result)+len(`{"ok":true,"result":}`))
 	resp = append(resp, `{"ok":true,"result":`...)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/tetratelabs/wazero/api"
 )
 
@@ -60,13 +61,18 @@ type Limits struct {
 	Syscalls int
 	// SyscallBytes bounds the JSON arguments of each syscall and each result. Default 1 MiB.
 	SyscallBytes int
+	// Fuel bounds the guest work the call may do, counted by the fuel checks compiled
+	// into the guest (at every function entry and loop iteration, the instructions of
+	// the straight-line run that follows): the same count for the same program and
+	// arguments on every machine, under any load. 0 means no such bound; the wall time
+	// applies either way. Validation sets it so that a verdict never depends on the
+	// machine; production calls keep the wall time alone.
+	Fuel int64
 }
 
 // Options configure one call.
 type Options struct {
 	Limits Limits
-	// Now is the clock behind Date.now() and new Date(). nil means time.Now.
-	Now func() time.Time
 	// Seed seeds Math.random. 0 means a fresh random seed for this call; any other value
 	// makes Math.random's sequence reproducible.
 	Seed uint64
@@ -101,6 +107,9 @@ type Stats struct {
 	// PeakMemory is the size of the instance's linear memory when the call ended. Wasm
 	// memory never shrinks, so it bounds the call's peak from above.
 	PeakMemory int64
+	// Fuel is the guest work the call did, in the unit of Limits.Fuel: deterministic
+	// for a call that was not stopped by time or by its caller.
+	Fuel int64
 }
 
 func (e *Engine) resolve(l Limits) Limits {
@@ -165,6 +174,9 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 	if !json.Valid(args) || args[0] != '{' {
 		return res, nil, &Error{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"}
 	}
+	if ptr, num, became, bad := jsonv.Inexact(args); bad {
+		return res, nil, inexactError("arguments", ptr, num, became)
+	}
 	if ctx.Err() != nil {
 		return res, nil, &Error{Code: CodeCanceled, Message: "context done before the call started"}
 	}
@@ -177,15 +189,12 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 
 	runCtx, cancel := context.WithTimeout(ctx, lim.WallTime)
 	defer cancel()
-	c := &call{ctx: runCtx, parent: ctx, sys: sys, now: opts.Now, lim: lim, noPoll: opts.noPoll,
-		deadline: time.Since(monoBase) + lim.WallTime}
+	c := &call{ctx: runCtx, parent: ctx, sys: sys, lim: lim, noPoll: opts.noPoll,
+		deadline: time.Since(monoBase) + lim.WallTime, fuelBudget: max(lim.Fuel, 0)}
 	if d, ok := ctx.Deadline(); ok {
 		if left := time.Until(d); left < lim.WallTime {
 			c.deadline, c.parentDeadline = time.Since(monoBase)+left, true
 		}
-	}
-	if c.now == nil {
-		c.now = time.Now
 	}
 	stopTimer := context.AfterFunc(runCtx, func() { c.halt(c.ctxReason()) })
 	defer stopTimer()
@@ -196,7 +205,7 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 	}
 	gerr := in.call(context.WithValue(runCtx, callKey{}, c), c, program, args, lim, seed, res)
 	res.Logs, res.LogsTruncated = c.logs, c.logsTruncated
-	res.Stats = Stats{Duration: time.Since(start), Syscalls: min(c.syscalls, lim.Syscalls), PeakMemory: int64(in.mem.Size())}
+	res.Stats = Stats{Duration: time.Since(start), Syscalls: min(c.syscalls, lim.Syscalls), PeakMemory: int64(in.mem.Size()), Fuel: c.fuelUsed}
 	if gerr != nil {
 		res.Value = nil
 		return res, c, gerr
@@ -231,7 +240,17 @@ func (in *instance) call(ctx context.Context, c *call, program string, args []by
 	st[4], st[5] = uint64(min(lim.Memory, math.MaxInt32)), uint64(lim.Stack)
 	st[6] = seed
 	st[7] = runRestore
+	// The fuel is counted from here: what the host's own calls above spent is not the
+	// program's.
+	c.fuelUsed, c.fuelGrant = 0, c.nextGrant()
+	if in.fuel != nil {
+		in.fuel.Set(uint64(c.fuelGrant))
+	}
 	callErr := in.run.CallWithStack(ctx, st)
+	if in.fuel != nil {
+		c.fuelUsed += c.fuelGrant - int64(in.fuel.Get())
+		c.fuelGrant = 0
+	}
 	if callErr != nil {
 		in.broken = true
 		return trapError(c, in, callErr)
@@ -356,13 +375,25 @@ func guestError(c *call, in *instance, out []byte) error {
 		// trust again.
 		in.broken = true
 		e.Code = CodeTrap
-	case CodeSyntaxError, CodeRunMissing, CodeJSError, CodeNotJSON, CodeUnsettled, CodeArgsInvalid:
+	case CodeSyntaxError, CodeRunMissing, CodeJSError, CodeNotJSON, CodeUnsettled, CodeArgsInvalid, CodeAmbientClock:
 	default:
 		// A code outside the ABI: keep the host's promise of stable codes.
 		e.Message = g.Code + ": " + e.Message
 		e.Code = CodeJSError
 	}
 	return e
+}
+
+// inexactError refuses a number the guest would see changed. Nothing is ever rounded
+// silently: the sender learns where the number is and how to send it instead.
+func inexactError(where, ptr, num, became string) *Error {
+	at := ptr
+	if at == "" {
+		at = "the root"
+	}
+	return &Error{Code: CodeNumberInexact, Path: ptr, Message: fmt.Sprintf(
+		"%s: the number %s at %s cannot be held exactly by a JavaScript number (a double): the program would see %s; send it as a string",
+		where, clipText(num), at, became)}
 }
 
 // stopError is the error for a call the host stopped.
@@ -388,6 +419,11 @@ func stopError(c *call, r stopReason) error {
 	case stopSyscallBytes:
 		return &Error{Code: CodeLimitExceeded, Limit: LimitSyscallBytes,
 			Message: fmt.Sprintf("syscall arguments or result over %d bytes", c.lim.SyscallBytes)}
+	case stopInexact:
+		return c.inexact
+	case stopFuel:
+		return &Error{Code: CodeLimitExceeded, Limit: LimitFuel,
+			Message: fmt.Sprintf("the call used its budget of %d units of guest work", c.lim.Fuel)}
 	default:
 		return &Error{Code: CodeTrap, Message: c.fault}
 	}
@@ -399,6 +435,10 @@ func trapError(c *call, in *instance, err error) error {
 	switch {
 	case c.stopped() == stopFault:
 		return &Error{Code: CodeTrap, Message: c.fault}
+	case errors.Is(err, errFuelStop):
+		// A stopped call that did not unwind within its grace: the reason it was
+		// stopped for, not the trap that ended it.
+		return stopError(c, c.stopped())
 	case strings.Contains(msg, "stack overflow"):
 		return &Error{Code: CodeLimitExceeded, Limit: LimitStack, Message: "the guest's stack overflowed"}
 	case int64(in.mem.Size())+pageSize*16 > in.capBytes:

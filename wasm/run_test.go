@@ -352,11 +352,11 @@ func TestRunSyscallLimits(t *testing.T) {
 // "Time and randomness reach the guest only from the host ... The same program and inputs
 // give byte-identical output across runs, instances and processes."
 func TestRunDeterminism(t *testing.T) {
-	prog, args, opts, clock := determinismCase()
+	prog, args, opts := determinismCase()
 	shared := newHostTestEngine(t, Config{PoolSize: 1})
 	first := mustRun(t, shared, prog, args, nil, opts).Value
-	if !bytes.Contains(first, []byte(`"now":1767323045678,"iso":"2026-01-02T03:04:05.678Z"`)) {
-		t.Fatalf("the guest did not read the caller's clock: %s", first)
+	if !bytes.Contains(first, []byte(`"iso":"2026-01-02T03:04:05.678Z"`)) {
+		t.Fatalf("new Date(value) is the native Date: %s", first)
 	}
 	outputs := map[string][]byte{}
 	// Across runs on one pooled instance.
@@ -378,35 +378,32 @@ func TestRunDeterminism(t *testing.T) {
 	}
 
 	// The seed is what makes Math.random reproducible.
-	other43 := mustRun(t, shared, prog, args, nil, Options{Now: clock, Seed: 43}).Value
+	other43 := mustRun(t, shared, prog, args, nil, Options{Seed: 43}).Value
 	if bytes.Equal(other43, first) {
 		t.Error("seeds 42 and 43 gave the same Math.random sequence")
 	}
 	// Seed 0 means a fresh random seed per call.
-	r1 := mustRun(t, shared, prog, args, nil, Options{Now: clock}).Value
-	r2 := mustRun(t, shared, prog, args, nil, Options{Now: clock}).Value
+	r1 := mustRun(t, shared, prog, args, nil, Options{}).Value
+	r2 := mustRun(t, shared, prog, args, nil, Options{}).Value
 	if bytes.Equal(r1, r2) {
 		t.Error("two calls with Seed 0 gave the same Math.random sequence")
 	}
 }
 
-// determinismCase is one program that reads the clock and Math.random, with a fixed
-// clock and seed.
-func determinismCase() (prog, args string, opts Options, clock func() time.Time) {
+// determinismCase is one program that uses Date and Math.random, with a fixed seed.
+func determinismCase() (prog, args string, opts Options) {
 	prog = `function run(args) {
 		const r = [];
 		for (let i = 0; i < 5; i++) r.push(Math.random());
-		return {now: Date.now(), iso: new Date().toISOString(), str: String(new Date()).length > 0,
-		        random: r, args};
+		return {iso: new Date(1767323045678).toISOString(), random: r, args};
 	}`
-	clock = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC) }
-	return prog, `{"k":[1,2,{"x":"y"}]}`, Options{Now: clock, Seed: 42}, clock
+	return prog, `{"k":[1,2,{"x":"y"}]}`, Options{Seed: 42}
 }
 
 // "... byte-identical output across runs, instances and processes": the test binary runs
 // itself as a child process and compares the child's output with its own.
 func TestRunDeterminismAcrossProcesses(t *testing.T) {
-	prog, args, opts, _ := determinismCase()
+	prog, args, opts := determinismCase()
 	if os.Getenv("LIBOS_WASM_DETERMINISM_CHILD") == "1" {
 		e := newHostTestEngine(t, Config{})
 		fmt.Printf("VALUE %s\n", mustRun(t, e, prog, args, nil, opts).Value)
@@ -472,32 +469,6 @@ func TestRunConcurrent(t *testing.T) {
 
 // The host process survives every guest failure, including a panic in a host function
 // it calls on the guest's behalf.
-// A caller's clock outside the range of a JavaScript Date is held at its edge.
-func TestRunClockRange(t *testing.T) {
-	e := hostTestEngine(t)
-	for _, tc := range []struct {
-		ms   int64
-		want string
-	}{
-		{9e18, "8640000000000000"}, {-9e18, "-8640000000000000"}, {0, "0"}, {1767323045678, "1767323045678"},
-	} {
-		res := mustRun(t, e, `function run() { return Date.now(); }`, `{}`, nil, Options{Now: func() time.Time { return time.UnixMilli(tc.ms) }})
-		if string(res.Value) != tc.want {
-			t.Errorf("clock at %d ms: Date.now() = %s, want %s", tc.ms, res.Value, tc.want)
-		}
-	}
-}
-
-func TestRunClockPanic(t *testing.T) {
-	e := hostTestEngine(t)
-	_, err := e.Run(hostCtx(t), `function run() { return Date.now(); }`, nil, nil,
-		Options{Now: func() time.Time { panic("clock bug") }})
-	we := wantError(t, err, CodeTrap, "")
-	if !strings.Contains(we.Message, "clock bug") {
-		t.Errorf("Message = %q", we.Message)
-	}
-	checkHealthy(t, e)
-}
 
 // "A trap ... means the instance is unusable; the host discards it" and "the host process
 // survives every guest failure": corrupt a pooled instance's heap as a guest bug would,
@@ -727,4 +698,37 @@ func TestRunNested(t *testing.T) {
 		nil, sys, Options{Limits: Limits{WallTime: 100 * time.Millisecond}})
 	wantError(t, err, CodeLimitExceeded, LimitWallTime)
 	checkHealthy(t, e)
+}
+
+// Protocol-diagnostics Skill: "Numbers keep their exact spelling (2^53+1 stays exact)."
+// A JavaScript number is a double, so a number it cannot hold is refused, never rounded:
+// in the arguments before the program runs, in a syscall result at that syscall (the
+// call stops; the program cannot carry on without the value). The error names the JSON
+// Pointer and says to send the number as a string.
+func TestRunRefusesNumbersADoubleCannotHold(t *testing.T) {
+	e := hostTestEngine(t)
+	ran := false
+	sys := syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+		ran = true
+		return json.RawMessage(`{"found":true,"value":{"list":[1,18446744073709551617]}}`), nil
+	})
+	_, err := e.Run(hostCtx(t), `async function run(a, libos) { await libos.syscall("kv.get", {key: "k"}); return a; }`,
+		json.RawMessage(`{"ok":1,"n":{"deep":[0.5,9007199254740993]}}`), sys, Options{})
+	we := wantError(t, err, CodeNumberInexact, "")
+	if we.Path != "/n/deep/1" || ran || !strings.Contains(we.Message, "9007199254740993 at /n/deep/1") ||
+		!strings.Contains(we.Message, "9007199254740992") || !strings.Contains(we.Message, "send it as a string") {
+		t.Fatalf("%+v (the program ran: %v)", we, ran)
+	}
+	_, err = e.Run(hostCtx(t), `async function run(a, libos) {
+		try { await libos.syscall("kv.get", {key: "k"}); } catch (e) { return {caught: true}; }
+		return {caught: false};
+	}`, json.RawMessage(`{"n":9007199254740992}`), sys, Options{})
+	we = wantError(t, err, CodeNumberInexact, "")
+	if we.Path != "/value/list/1" || !ran || !strings.Contains(we.Message, "result of syscall kv.get") {
+		t.Fatalf("%+v", we)
+	}
+	checkHealthy(t, e)
+	// Numbers a double holds pass unchanged, whatever their spelling.
+	res := mustRun(t, e, `function run(a) { return a; }`, `{"a":9007199254740992,"b":0.1,"c":1e300,"d":-0}`, nil, Options{})
+	assertJSON(t, res.Value, `{"a":9007199254740992,"b":0.1,"c":1e300,"d":0}`)
 }

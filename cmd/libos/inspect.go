@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/mcpserver"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
@@ -177,11 +178,9 @@ default image (or --image), in a throwaway store.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: pidArgs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := engine.Provider(format)
-			switch p {
-			case engine.ProviderMCP, engine.ProviderOpenAI, engine.ProviderAnthropic:
-			default:
-				return usageErr("--format %q: want mcp, openai or anthropic", format)
+			p, err := render.ParseProvider(format)
+			if err != nil {
+				return usageErr("--format: %v", err)
 			}
 			proj, err := parseProjection(projection)
 			if err != nil {
@@ -192,7 +191,7 @@ default image (or --image), in a throwaway store.`,
 				if err != nil {
 					return usageErr("%v (list processes with 'libos ps')", err)
 				}
-				out, err := engine.RenderTools(defs, p)
+				out, err := render.Tools(defs, p)
 				if err != nil {
 					return usageErr("%v", err)
 				}
@@ -214,10 +213,14 @@ default image (or --image), in a throwaway store.`,
 			})
 		},
 	}
-	c.Flags().StringVar(&format, "format", "mcp", "rendering: mcp, openai or anthropic")
+	var providers []string
+	for _, p := range render.Providers() {
+		providers = append(providers, string(p))
+	}
+	c.Flags().StringVar(&format, "format", string(render.MCP), "rendering: "+strings.Join(providers, ", "))
 	c.Flags().StringVar(&projection, "projection", "", "without PID: the projection of the fresh process (default: the image's)")
 	c.Flags().StringVar(&image, "image", "", "without PID: the image of the fresh process (default: the embedded image)")
-	_ = c.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"mcp", "openai", "anthropic"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = c.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(providers, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("projection", cobra.FixedCompletions([]string{"direct", "multiplexed"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }

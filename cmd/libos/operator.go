@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 )
 
 // The operator channel: while 'libos serve' holds a store, the operator commands
@@ -323,7 +324,7 @@ of an invalid one; the exit status is 1 when any is invalid.`,
 				paths = []string{""}
 			}
 			bad := 0
-			var all []*engine.Image
+			var all []*image.Image
 			for _, p := range paths {
 				img, err := loadImage(p, "")
 				if err != nil {
@@ -407,7 +408,7 @@ tool); the exit status is 1 when any document is invalid.`,
 				if err != nil {
 					return usageErr("%v", err)
 				}
-				s, err := engine.ParseSkill(b)
+				s, err := image.ParseSkill(b)
 				if err != nil {
 					bad++
 					fmt.Fprintf(e.stdout, "FAIL %s\n", f)

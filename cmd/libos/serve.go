@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/mcpserver"
 )
 
@@ -85,7 +86,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return err
 	}
 	// The image is checked before the store is touched: a bad manifest changes nothing.
-	var img *engine.Image
+	var img *image.Image
 	if f.pid == "" {
 		if img, err = loadImage(f.image, proj); err != nil {
 			return err
@@ -150,7 +151,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 // none, and a usage error naming them when there are several. A process matches when
 // it was spawned (not forked) from an image with img's digest as a spawn records it:
 // the same manifest, Skills and limits, and the same projection.
-func processOf(k *engine.Kernel, img *engine.Image) (string, error) {
+func processOf(k *engine.Kernel, img *image.Image) (string, error) {
 	want := *img
 	if want.Projection == "" {
 		want.Projection = engine.Direct // what a spawn records for an image without one

@@ -25,12 +25,12 @@ func TestSIGTERMWithACallInFlight(t *testing.T) {
 	c := newClient(t, ctx, &mcp.StreamableClientTransport{Endpoint: url})
 	pid := spawnedPID(t, stderr)
 
-	// A tool that runs for a while on the host clock (tests: [] so that validation,
-	// whose clock is fixed, only compiles it).
+	// A tool that computes for a while (tests: [] so that validation only compiles it;
+	// the sandbox has no ambient clock to wait on).
 	cand := map[string]any{
 		"name":          "slow",
 		"description":   "Run for about half a second, then answer.",
-		"source_code":   "export function run(args: {}) { const t0 = Date.now(); while (Date.now() - t0 < 500) {} return { done: true }; }",
+		"source_code":   "export function run(args: {}) { let x = 0; for (let i = 0; i < 1e6; i++) x = (x + i) % 7; return { done: x >= 0 }; }",
 		"input_schema":  map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false},
 		"output_schema": map[string]any{"type": "object", "properties": map[string]any{"done": map[string]any{"type": "boolean"}}, "required": []string{"done"}, "additionalProperties": false},
 		"tests":         []any{},

@@ -10,6 +10,7 @@ import (
 
 	los "github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 )
 
 // system is the libOS opened on the store of a command (System in package libos), with the
@@ -113,8 +114,8 @@ func (s *system) Close() error { return s.System.Close() }
 
 // image is the image to spawn: the file at path, or the embedded default image. A
 // non-empty projection overrides the image's.
-func loadImage(path string, projection engine.Projection) (*engine.Image, error) {
-	var img *engine.Image
+func loadImage(path string, projection engine.Projection) (*image.Image, error) {
+	var img *image.Image
 	var err error
 	if path == "" {
 		img, err = los.DefaultImage()
@@ -123,7 +124,7 @@ func loadImage(path string, projection engine.Projection) (*engine.Image, error)
 		if aerr != nil {
 			return nil, usageErr("--image: %v", aerr)
 		}
-		img, err = engine.LoadImage(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
+		img, err = image.LoadImage(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
 	}
 	if err != nil {
 		return nil, usageErr("%s", describe(err))

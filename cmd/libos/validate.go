@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -51,8 +52,13 @@ With --store DIR, each candidate is also proposed and validated by a fresh proce
 that store, through the real tools, so the evidence is durable and auditable
 ('libos candidates PID').
 
+Only regular files are read (a FIFO or a device is refused), each at most 4 MiB. In the
+text report every string from a candidate is escaped, so it cannot pose as a report line
+or reach the terminal as a control sequence.
+
 Exit status: 0 when every candidate is ok, 1 when any is rejected, 2 on usage or I/O
-errors (a missing file, an unwritable --junit path).`,
+errors (a missing file, a file that is not regular or too large, an unwritable --junit
+path) and when SIGINT or SIGTERM stops the run, which then prints no report.`,
 		Example: `  libos validate testdata/candidates/good_clock_now.json
   libos validate tools/candidates/ --junit report.xml
   libos validate my_tool.json --json | jq '.candidates[0].errors'`,
@@ -102,8 +108,14 @@ type validateReport struct {
 	Failed     int               `json:"failed"`
 }
 
+// maxCandidateFileBytes bounds one candidate file. A candidate holds at most a 64 KiB
+// source and bounded schemas and tests; a larger file is not one, and reading it whole
+// (or a device that never ends) would only grow the heap.
+const maxCandidateFileBytes = 4 << 20
+
 // expandArgs turns FILE|DIR arguments into files: a directory is its *.json files
-// in name order.
+// in name order. Only regular files are candidates (symbolic links to them included): a
+// FIFO blocks its reader, and a device such as /dev/zero never ends.
 func expandArgs(args []string) ([]string, error) {
 	var files []string
 	for _, a := range args {
@@ -112,6 +124,9 @@ func expandArgs(args []string) ([]string, error) {
 			return nil, usageErr("%v", err)
 		}
 		if !fi.IsDir() {
+			if !fi.Mode().IsRegular() {
+				return nil, usageErr("%s: not a regular file (%s); a candidate is a JSON file", printable(a), fileKind(fi.Mode()))
+			}
 			files = append(files, a)
 			continue
 		}
@@ -121,9 +136,17 @@ func expandArgs(args []string) ([]string, error) {
 		}
 		var names []string
 		for _, de := range ents {
-			if !de.IsDir() && strings.HasSuffix(de.Name(), ".json") {
-				names = append(names, de.Name())
+			if de.IsDir() || !strings.HasSuffix(de.Name(), ".json") {
+				continue
 			}
+			fi, err := os.Stat(filepath.Join(a, de.Name()))
+			if err != nil {
+				return nil, usageErr("%v", err)
+			}
+			if !fi.Mode().IsRegular() {
+				return nil, usageErr("%s: not a regular file (%s); a candidate is a JSON file", printable(filepath.Join(a, de.Name())), fileKind(fi.Mode()))
+			}
+			names = append(names, de.Name())
 		}
 		sort.Strings(names)
 		if len(names) == 0 {
@@ -149,8 +172,11 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 	// work and with exit status 2.
 	raws := make([][]byte, len(files))
 	for i, file := range files {
-		if raws[i], err = os.ReadFile(file); err != nil {
-			return usageErr("%v", err)
+		if err := ctx.Err(); err != nil {
+			return interrupted(ctx)
+		}
+		if raws[i], err = readCandidateFile(file); err != nil {
+			return err
 		}
 	}
 	var run validator
@@ -202,11 +228,19 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 		}()
 	}
 	for i := range files {
+		if ctx.Err() != nil {
+			break
+		}
 		next <- i
 	}
 	close(next)
 	wg.Wait()
 	progress.done()
+	// A signal stops the run wherever it was; a report of a part would read as a
+	// verdict on all.
+	if ctx.Err() != nil {
+		return interrupted(ctx)
+	}
 	if firstErr != nil {
 		return firstErr
 	}
@@ -235,6 +269,55 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 		return failed()
 	}
 	return nil
+}
+
+// readCandidateFile reads a candidate file that expandArgs found regular. It opens
+// without blocking and checks the opened file again, so a file replaced by a FIFO or a
+// device in between cannot hang or flood the run, and it reads at most
+// maxCandidateFileBytes.
+func readCandidateFile(file string) ([]byte, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, usageErr("%s: not a regular file (%s); a candidate is a JSON file", printable(file), fileKind(fi.Mode()))
+	}
+	if fi.Size() > maxCandidateFileBytes {
+		return nil, usageErr("%s: %d bytes, more than the %d-byte limit of a candidate file", printable(file), fi.Size(), maxCandidateFileBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxCandidateFileBytes+1))
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	if len(b) > maxCandidateFileBytes {
+		return nil, usageErr("%s: more than the %d-byte limit of a candidate file", printable(file), maxCandidateFileBytes)
+	}
+	return b, nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.String()
+}
+
+// interrupted is the outcome of a run stopped by SIGINT or SIGTERM: no report, exit 2.
+func interrupted(ctx context.Context) error {
+	return usageErr("validate: interrupted (%v); no report was written", context.Cause(ctx))
 }
 
 func validateOne(ctx context.Context, run validator, file string, raw []byte) (candidateResult, error) {
@@ -282,6 +365,14 @@ func position(file string, d los.Diagnostic) string {
 	return file
 }
 
+// textPosition is position for the text report, with the file as fileText prints it.
+func textPosition(file string, d los.Diagnostic) string {
+	if d.Line > 0 {
+		return fmt.Sprintf("%s: source_code:%d:%d", fileText(file), d.Line, d.Column)
+	}
+	return fileText(file)
+}
+
 func where(d los.Diagnostic) string {
 	var parts []string
 	if d.Test != nil {
@@ -299,9 +390,13 @@ func where(d los.Diagnostic) string {
 	return " (" + strings.Join(parts, ", ") + ")"
 }
 
+// printValidateReport prints the text report. Every string that comes from a candidate
+// or its file passes through printable (or fileText at the start of a line), so only
+// the report's own lines start a line.
 func printValidateReport(w io.Writer, rep validateReport, verbose bool) {
 	for _, c := range rep.Candidates {
-		fmt.Fprintf(w, "=== CANDIDATE %s %s\n", c.Name, c.File)
+		name, file := printable(c.Name), fileText(c.File)
+		fmt.Fprintf(w, "=== CANDIDATE %s %s\n", name, file)
 		// Findings about one test are printed under that test's line; the others
 		// (proposal and static checks, the lint) come first.
 		byTest := map[int][]string{}
@@ -314,7 +409,7 @@ func printValidateReport(w io.Writer, rep validateReport, verbose bool) {
 			diags []los.Diagnostic
 		}{{"error", c.Errors}, {"warning", c.Warnings}} {
 			for _, d := range list.diags {
-				line := fmt.Sprintf("%s: %s: %s: %s%s", position(c.File, d), list.sev, d.Code, d.Message, where(d))
+				line := fmt.Sprintf("%s: %s: %s: %s%s", textPosition(c.File, d), list.sev, printable(d.Code), printable(d.Message), printable(where(d)))
 				if d.Test != nil && hasTest[*d.Test] {
 					byTest[*d.Test] = append(byTest[*d.Test], line)
 					continue
@@ -324,20 +419,20 @@ func printValidateReport(w io.Writer, rep validateReport, verbose bool) {
 		}
 		for _, t := range c.Tests {
 			if t.OK {
-				fmt.Fprintf(w, "--- PASS: %s/test_%d\n", c.Name, t.Index)
+				fmt.Fprintf(w, "--- PASS: %s/test_%d\n", name, t.Index)
 			} else {
-				fmt.Fprintf(w, "--- FAIL: %s/test_%d\n", c.Name, t.Index)
+				fmt.Fprintf(w, "--- FAIL: %s/test_%d\n", name, t.Index)
 			}
 			for _, line := range byTest[t.Index] {
 				fmt.Fprintf(w, "    %s\n", line)
 			}
 			if !t.OK && len(t.Observed) > 0 {
-				fmt.Fprintf(w, "    observed: %s\n", t.Observed)
+				fmt.Fprintf(w, "    observed: %s\n", printable(string(t.Observed)))
 			}
 			if verbose {
 				for _, l := range c.Logs {
 					if l.Test == t.Index {
-						fmt.Fprintf(w, "    console.%s: %s\n", l.Level, l.Message)
+						fmt.Fprintf(w, "    console.%s: %s\n", printable(l.Level), printable(l.Message))
 					}
 				}
 			}
@@ -350,7 +445,7 @@ func printValidateReport(w io.Writer, rep validateReport, verbose bool) {
 		if c.CandidateID != "" {
 			extra = fmt.Sprintf(" (%s in %s)", c.CandidateID, c.PID)
 		}
-		fmt.Fprintf(w, "%s %s %s%s\n", status, c.Name, c.File, extra)
+		fmt.Fprintf(w, "%s %s %s%s\n", status, name, file, extra)
 	}
 	fmt.Fprintf(w, "%d passed, %d failed\n", rep.Passed, rep.Failed)
 }
@@ -479,7 +574,7 @@ func (p *progress) step(file string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.count++
-	fmt.Fprintf(p.w, "\r\033[Kvalidating %d/%d %s", p.count, p.n, file)
+	fmt.Fprintf(p.w, "\r\033[Kvalidating %d/%d %s", p.count, p.n, fileText(file))
 }
 
 func (p *progress) done() {
@@ -487,7 +582,6 @@ func (p *progress) done() {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 }
-
 
 func asCoder(err error, c *interface{ ErrorCode() string }) bool { return errors.As(err, c) }
 

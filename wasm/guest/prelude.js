@@ -46,6 +46,7 @@
   const TypedArrayProto = TypedArray.prototype;
   const typedArrayLength = Object.getOwnPropertyDescriptor(TypedArrayProto, 'length').get;
   const typedArraySort = TypedArrayProto.sort;
+  const NativeDate = Date;
   const dateToISOString = Date.prototype.toISOString;
   const dateGetTime = Date.prototype.getTime;
   const regexpToString = RegExp.prototype.toString;
@@ -248,7 +249,7 @@
       return out;
     }
     if (tag === '[object Date]') {
-      out = new Date(apply(dateGetTime, v, []));
+      out = new NativeDate(apply(dateGetTime, v, []));
     } else if (tag === '[object Object]' || tag === '[object Error]') {
       out = tag === '[object Error]' ? new Error(v.message) : {};
       if (tag === '[object Error]') {
@@ -290,6 +291,40 @@
       if (arguments.length === 0) throw new TypeError("structuredClone: 1 argument required, but only 0 present.");
       return clone(value, new Map());
     },
+  });
+
+  // ---- the clock ----
+
+  // A program learns the time only through libos.syscall("clock.now", …), which checks
+  // the clock:now capability and is audited. Date.now(), Date() and new Date() with no
+  // argument would read an ambient clock instead; they throw, so that a program never
+  // gets a made-up time without noticing. Every other use of Date (new Date(value),
+  // Date.UTC, Date.parse, the prototype) is the native one. The shim reports an
+  // AmbientClockError with the code ambient_clock.
+  class AmbientClockError extends Error {}
+  defineProperty(AmbientClockError.prototype, 'name', {
+    value: 'AmbientClockError', writable: true, enumerable: false, configurable: true,
+  });
+  function noAmbientClock(what) {
+    return new AmbientClockError(what + ' reads no clock in the sandbox: ask for the time with ' +
+      'libos.syscall("clock.now", {"timezone": "UTC"}), which needs the clock:now capability');
+  }
+  const SandboxDate = new Proxy(NativeDate, {
+    apply() { throw noAmbientClock('Date()'); },
+    construct(target, args, newTarget) {
+      if (args.length === 0) throw noAmbientClock('new Date()');
+      return Reflect.construct(target, args, newTarget);
+    },
+  });
+  defineProperty(NativeDate, 'now', {
+    value: { now() { throw noAmbientClock('Date.now()'); } }.now,
+    writable: true, enumerable: false, configurable: true,
+  });
+  defineProperty(NativeDate.prototype, 'constructor', {
+    value: SandboxDate, writable: true, enumerable: false, configurable: true,
+  });
+  defineProperty(globalThis, 'Date', {
+    value: SandboxDate, writable: true, enumerable: false, configurable: true,
   });
 
   function constructorName(v) {

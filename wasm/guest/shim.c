@@ -685,6 +685,8 @@ static int fail_exception(Call *c, JSValue exc, const char *default_code)
     else if (streq(s[0], len[0], "RangeError") &&
              streq(s[1], len[1], "Maximum call stack size exceeded"))
         code = "stack_overflow";
+    else if (streq(s[0], len[0], "AmbientClockError"))
+        code = "ambient_clock"; /* the prelude's refusal of Date.now() and new Date() */
     else if (strcmp(default_code, "syntax_error") == 0 && !streq(s[0], len[0], "SyntaxError"))
         code = "js_error";
 

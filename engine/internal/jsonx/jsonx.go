@@ -213,3 +213,9 @@ func Equal(a, b Value) bool {
 
 // ValidString reports whether s is valid UTF-8 (what a decoded String always is).
 func ValidString(s string) bool { return utf8.ValidString(s) }
+
+// EscapePointer escapes s as one reference token of a JSON Pointer (RFC 6901): "~"
+// becomes "~0" and "/" becomes "~1".
+func EscapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}

@@ -1,4 +1,4 @@
-package engine
+package image
 
 import (
 	"bytes"
@@ -7,10 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -21,10 +22,51 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/syscalls"
 )
 
-// ImageFormat is the manifest format this kernel reads. A manifest names it in its
+// Projection is how a process's tool table is shown to the model.
+type Projection string
+
+const (
+	// Direct shows every visible process tool, JIT tools included, as its own function
+	// with its stored input schema. The zero value of engine.ProcessConfig.Projection.
+	Direct Projection = "direct"
+	// Multiplexed shows the non-JIT process tools plus the pseudo-function
+	// run_jit_tool {"tool_name","arguments"}; JIT names and schemas stay hidden.
+	Multiplexed Projection = "multiplexed"
+)
+
+// RunJITTool is the multiplexed projection's pseudo-function. It is never a process
+// tool: an image may not enable it and a Skill may not allow it.
+const RunJITTool = "run_jit_tool"
+
+// SkillToolName is the built-in tool that activates a Skill (package tools builds it).
+// An image that ships Skills must enable it; it always passes the Skill gate.
+const SkillToolName = "activate_skill"
+
+// ToolName is the form of every tool name.
+var ToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Limits bound what one tool call may carry. In engine.Config the zero value of a field
+// means its default; in an image or engine.ProcessConfig it means "the kernel's limit",
+// and a set field can only tighten the kernel's limit, never raise it.
+type Limits struct {
+	// MaxArgumentBytes bounds the raw arguments of a call (the arguments text as the
+	// model sent it, or the compact form of an already decoded object). Default 64 KiB.
+	MaxArgumentBytes int `json:"max_argument_bytes,omitempty"`
+	// MaxResultBytes bounds a handler's result; an oversized result fails the call and
+	// persists no ToolResult. Default 64 KiB.
+	MaxResultBytes int `json:"max_result_bytes,omitempty"`
+	// MaxDepth bounds the nesting of arguments and results. Default 64.
+	MaxDepth int `json:"max_depth,omitempty"`
+	// MaxCalls is the process's tool-call budget: how many calls may ever reach
+	// tool_called. 0 means no budget.
+	MaxCalls int64 `json:"max_calls,omitempty"`
+}
+
+// ImageFormat is the manifest format this package reads. A manifest names it in its
 // "format" field; any other value is refused.
 const ImageFormat = "libos.image/v1"
 
@@ -40,17 +82,17 @@ var defaultManifest []byte
 var imageSchema = func() *jsonschema.Schema {
 	doc, err := jsonx.Decode(imageSchemaText, 64)
 	if err != nil {
-		panic("engine: image schema: " + err.Error())
+		panic("image: schema: " + err.Error())
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
 	if err := c.AddResource("urn:libos:image:v1", doc.ToAny()); err != nil {
-		panic("engine: image schema: " + err.Error())
+		panic("image: schema: " + err.Error())
 	}
 	s, err := c.Compile("urn:libos:image:v1")
 	if err != nil {
-		panic("engine: image schema: " + err.Error())
+		panic("image: schema: " + err.Error())
 	}
 	return s
 }()
@@ -152,7 +194,7 @@ func DefaultImage(skills fs.FS) (*Image, error) {
 func LoadImage(fsys fs.FS, name string) (*Image, error) {
 	data, err := fs.ReadFile(fsys, name)
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidImage, Message: "image: " + err.Error(), Err: err}
+		return nil, &liberr.Error{Layer: layer, Code: CodeInvalidImage, Message: "image: " + err.Error(), Err: err}
 	}
 	return parseImage(data, fsys, path.Dir(name))
 }
@@ -166,7 +208,7 @@ func ParseImage(data []byte, fsys fs.FS) (*Image, error) {
 func parseImage(data []byte, fsys fs.FS, dir string) (*Image, error) {
 	var ps problems
 	img := decodeManifest(data, fsys, dir, &ps)
-	if err := ps.err(CodeInvalidImage, "image"); err != nil {
+	if err := ps.Err(CodeInvalidImage, "image"); err != nil {
 		return nil, err
 	}
 	return img, nil
@@ -272,7 +314,7 @@ func yamlValue(n *yaml.Node, at string, ps *problems, depth int) any {
 				ps.add(at, "line %d: keys must be strings (got %s)", k.Line, strings.TrimPrefix(k.ShortTag(), "!!"))
 				continue
 			}
-			p := at + "/" + escapePointer(k.Value)
+			p := at + "/" + jsonx.EscapePointer(k.Value)
 			if _, dup := out[k.Value]; dup {
 				ps.add(p, "line %d: key %q appears twice", k.Line, k.Value)
 				continue
@@ -354,7 +396,7 @@ func keysAt(doc map[string]any, path ...string) []string {
 		cur = m[p]
 	}
 	m, _ := cur.(map[string]any)
-	return sortedKeys(m)
+	return slices.Sorted(maps.Keys(m))
 }
 
 // checkManifest makes the checks a schema cannot: references between fields, the
@@ -394,17 +436,17 @@ func checkManifest(doc map[string]any, fsys fs.FS, dir string, ps *problems) *Im
 	}
 	for _, k := range keysAt(doc, "limits", "syscall_budgets") {
 		if k != syscalls.BudgetAll && !names[k] && !areas[k] {
-			ps.add("/limits/syscall_budgets/"+escapePointer(k), "%q is not %q, a route area or a route", k, syscalls.BudgetAll)
+			ps.add("/limits/syscall_budgets/"+jsonx.EscapePointer(k), "%q is not %q, a route area or a route", k, syscalls.BudgetAll)
 		}
 	}
 	for _, k := range keysAt(doc, "approvals", "routes") {
 		if !names[k] && !areas[k] && k != string(syscalls.EffectRead) && k != string(syscalls.EffectWrite) {
-			ps.add("/approvals/routes/"+escapePointer(k), "%q is not a route, a route area, read or write", k)
+			ps.add("/approvals/routes/"+jsonx.EscapePointer(k), "%q is not a route, a route area, read or write", k)
 		}
 	}
 	for _, k := range keysAt(doc, "approvals", "tools") {
 		if !tools[k] {
-			ps.add("/approvals/tools/"+escapePointer(k), "tool %q is not among the image's tools", k)
+			ps.add("/approvals/tools/"+jsonx.EscapePointer(k), "tool %q is not among the image's tools", k)
 		}
 	}
 
@@ -477,15 +519,6 @@ func policySpecOf(doc map[string]any) (syscalls.PolicySpec, bool) {
 	return spec, true
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
 // Digest is the SHA-256 of the image's JSON form, Skills included: two processes
 // with the same digest were made from the same thing.
 func (img *Image) Digest() string {
@@ -494,9 +527,9 @@ func (img *Image) Digest() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// clone returns a deep copy, so that a process never shares slices or maps with the
+// Clone returns a deep copy, so that a process never shares slices or maps with the
 // caller's Image.
-func (img *Image) clone() *Image {
+func (img *Image) Clone() *Image {
 	c := *img
 	c.Tools = slices.Clone(img.Tools)
 	c.BaseTools = slices.Clone(img.BaseTools)
@@ -512,25 +545,14 @@ func (img *Image) clone() *Image {
 			c.Limits.SyscallBudgets[k] = v
 		}
 	}
-	c.Approvals.Routes = cloneMap(img.Approvals.Routes)
-	c.Approvals.Tools = cloneMap(img.Approvals.Tools)
+	c.Approvals.Routes = maps.Clone(img.Approvals.Routes)
+	c.Approvals.Tools = maps.Clone(img.Approvals.Tools)
 	c.PolicySpec = img.PolicySpec.Clone()
 	return &c
 }
 
-func cloneMap[V any](m map[string]V) map[string]V {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-// skill returns the Skill named name.
-func (img *Image) skill(name string) (Skill, bool) {
+// Skill returns the Skill named name.
+func (img *Image) Skill(name string) (Skill, bool) {
 	for _, s := range img.Skills {
 		if s.Name == name {
 			return s, true
@@ -539,17 +561,8 @@ func (img *Image) skill(name string) (Skill, bool) {
 	return Skill{}, false
 }
 
-// imageOf is the anonymous image of a ProcessConfig spawn.
-func imageOf(cfg ProcessConfig) *Image {
-	return &Image{
-		Format: ImageFormat, Name: "process-config", Version: "0.0.0",
-		Tools: slices.Clone(cfg.Tools), Capabilities: slices.Clone(cfg.Capabilities),
-		Projection: cfg.Projection, Limits: ImageLimits{Limits: cfg.Limits},
-	}
-}
-
-// routeApprovals expands the image's route policy into syscalls.Caller.Approvals.
-func (img *Image) routeApprovals() map[string]syscalls.ApprovalClass {
+// RouteApprovals expands the image's route policy into syscalls.Caller.Approvals.
+func (img *Image) RouteApprovals() map[string]syscalls.ApprovalClass {
 	if len(img.Approvals.Routes) == 0 {
 		return nil
 	}
@@ -563,31 +576,4 @@ func (img *Image) routeApprovals() map[string]syscalls.ApprovalClass {
 		}
 	}
 	return out
-}
-
-// checkImage makes the checks that need the kernel: every tool is a built-in.
-func (k *Kernel) checkImage(img *Image) error {
-	if img == nil {
-		return errorf(CodeInvalidImage, "spawn: no image")
-	}
-	var ps problems
-	if img.Format != ImageFormat {
-		ps.add("/format", "format %q is not %q", img.Format, ImageFormat)
-	}
-	for i, t := range img.Tools {
-		if _, ok := k.builtins[t]; !ok && t != RunJITTool {
-			ps.add("/tools/"+strconv.Itoa(i), "this kernel has no built-in tool %q", t)
-		}
-	}
-	// An image made in Go gets the same policy checks as a manifest.
-	_, probs := syscalls.CompilePolicy(img.PolicySpec)
-	for _, p := range probs {
-		ps.add(p.At, "%s", p.Message)
-	}
-	for i, t := range img.ExternalTools {
-		if !slices.Contains(img.Tools, t) {
-			ps.add("/external_tools/"+strconv.Itoa(i), "tool %q is not among the image's tools", t)
-		}
-	}
-	return ps.err(CodeInvalidImage, fmt.Sprintf("image %s@%s", img.Name, img.Version))
 }

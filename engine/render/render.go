@@ -1,14 +1,16 @@
-package engine
+package render
 
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/liberr"
 )
 
-// ToolDef is one function as a projection shows it to the model.
-type ToolDef struct {
+// Tool is one function as a projection shows it to the model.
+type Tool struct {
 	Name        string
 	Description string
 	// InputSchema and OutputSchema are the canonical text of the tool's schemas.
@@ -21,43 +23,82 @@ type ToolDef struct {
 	Strict bool
 }
 
+// Annotations are a tool's behaviour hints, as MCP defines them. The kernel reads
+// OpenWorld (engine.Annotations is this type); the renderings state every hint.
+type Annotations struct {
+	Title       string
+	ReadOnly    bool // the tool does not change its environment
+	Destructive bool // the tool may destroy or overwrite (meaningful when not ReadOnly)
+	Idempotent  bool // repeating a call with the same arguments has no further effect
+	// OpenWorld: the tool talks to the world outside the libOS. Its tool_called is
+	// synced before its handler runs, so an effect outside the store is never without
+	// its record; other tools' tool_called is durable with their settlement.
+	OpenWorld bool
+}
+
 // Provider names a rendering of a tool list.
 type Provider string
 
 const (
-	// ProviderMCP renders MCP Tool objects (the "tools" array of a tools/list result).
-	ProviderMCP Provider = "mcp"
-	// ProviderOpenAI renders OpenAI chat-completions function tools.
-	ProviderOpenAI Provider = "openai"
-	// ProviderAnthropic renders Anthropic tool definitions.
-	ProviderAnthropic Provider = "anthropic"
+	// MCP renders MCP Tool objects (the "tools" array of a tools/list result).
+	MCP Provider = "mcp"
+	// OpenAI renders OpenAI chat-completions function tools.
+	OpenAI Provider = "openai"
+	// Anthropic renders Anthropic tool definitions.
+	Anthropic Provider = "anthropic"
 )
 
-// RenderTools renders a projected tool list for a provider, as a JSON array.
-func RenderTools(defs []ToolDef, p Provider) (json.RawMessage, error) {
+// Providers lists every rendering, in the order help texts name them. It is the one
+// list: the CLI's --format flag and the MCP server take their choices from it.
+func Providers() []Provider { return []Provider{MCP, OpenAI, Anthropic} }
+
+// ParseProvider returns the provider named s, or an invalid_config error naming the
+// choices.
+func ParseProvider(s string) (Provider, error) {
+	for _, p := range Providers() {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	return "", liberr.New("render", "invalid_config", "unknown provider %q (want %s)", s, providerNames())
+}
+
+// providerNames is "mcp, openai or anthropic", for messages.
+func providerNames() string {
+	ps := Providers()
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = string(p)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// Tools renders a projected tool list for a provider, as a JSON array. An unknown
+// provider is an invalid_config error.
+func Tools(defs []Tool, p Provider) (json.RawMessage, error) {
 	out := make([]any, 0, len(defs))
 	for _, d := range defs {
 		switch p {
-		case ProviderMCP:
+		case MCP:
 			t := mcpTool{Name: d.Name, Description: d.Description, InputSchema: mcpSchema(d.InputSchema), OutputSchema: mcpOutputSchema(d.OutputSchema)}
 			a := d.Annotations
 			t.Annotations = &mcpAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnly, DestructiveHint: !a.ReadOnly && a.Destructive, IdempotentHint: a.Idempotent, OpenWorldHint: a.OpenWorld}
 			out = append(out, t)
-		case ProviderOpenAI:
+		case OpenAI:
 			f := openAIFunction{Name: d.Name, Description: d.Description, Parameters: withoutRootKeys(d.InputSchema, openAIRootRefused)}
 			if d.Strict {
 				f.Strict = true
 			}
 			out = append(out, openAITool{Type: "function", Function: f})
-		case ProviderAnthropic:
+		case Anthropic:
 			out = append(out, anthropicTool{Name: d.Name, Description: d.Description, InputSchema: withoutRootKeys(d.InputSchema, anthropicRootRefused)})
 		default:
-			return nil, errorf(CodeInvalidConfig, "unknown provider %q (want mcp, openai or anthropic)", p)
+			return nil, liberr.New("render", "invalid_config", "unknown provider %q (want %s)", p, providerNames())
 		}
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		return nil, fmt.Errorf("engine: render tools: %w", err)
+		return nil, fmt.Errorf("render: tools: %w", err)
 	}
 	return b, nil
 }
@@ -199,9 +240,16 @@ var strictKeywords = map[string]bool{
 	"exclusiveMinimum": true, "minItems": true, "maxItems": true, "$schema": true,
 }
 
-// strictSubset reports whether schema v fits OpenAI's strict mode: supported keywords
-// only, every object closed (additionalProperties:false) with every property
-// required, a root of type object that is not a union.
+// Strict reports whether an input schema fits OpenAI's strict mode, so the OpenAI
+// rendering may say strict:true: supported keywords only, every object closed
+// (additionalProperties:false) with every property required, a root of type object
+// that is not a union. The kernel asks once, when it installs a tool.
+func Strict(schema json.RawMessage) bool {
+	v, err := jsonx.Decode(schema, renderDepth)
+	return err == nil && strictSubset(&v, true)
+}
+
+// strictSubset is Strict on a decoded schema; root is true at the schema's root.
 func strictSubset(v *jsonx.Value, root bool) bool {
 	if v.Kind != jsonx.Object {
 		return false

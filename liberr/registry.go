@@ -1,0 +1,146 @@
+package liberr
+
+import (
+	"slices"
+	"strings"
+)
+
+// Entry is one code of the registry: every code a model, an MCP client or an operator
+// can see is one entry, and ERRORS.md is generated from the list.
+type Entry struct {
+	Code Code
+	// Layers are the packages that emit the code, by their path in the module.
+	Layers []string
+	// Meaning says when the code is returned, for people reading ERRORS.md.
+	Meaning string
+}
+
+type registered struct{ code, layers, meaning string }
+
+// registry is the one list of codes, sorted by code. A package that adds a code adds
+// it here too: TestRegistryCoversEveryCode fails on a code emitted anywhere in the
+// module that is missing, or registered without its layer, and TestErrorsDoc on an
+// ERRORS.md that does not match (regenerate it with
+// go test ./liberr -run TestErrorsDoc -update).
+var registry = []registered{
+	{"address_not_allowed", "syscalls", "The host resolves only to addresses that are not public (loopback, private, link-local, CGNAT, metadata, …) and that the image does not name exactly."},
+	{"already_registered", "tools", "register_jit_tool on a candidate already registered."},
+	{"already_settled", "tools", "validate_jit_tool on a candidate that was already validated (or rejected, or registered); the recorded result stands and nothing is re-run."},
+	{"ambient_clock", "wasm", "The program called Date.now(), Date() or new Date() without an argument. The sandbox has no ambient clock: the time comes from the clock.now syscall, which the caller's Syscaller checks and records."},
+	{"approval_denied", "engine syscalls", "The operator denied the call, no approver is available, or the approval found does not apply to it (other arguments, another tool definition)."},
+	{"approval_timeout", "engine syscalls", "No operator decision arrived before the deadline; a timeout denies."},
+	{"args_invalid", "wasm", "The arguments are not a JSON object."},
+	{"argument_invalid", "syscalls", "The arguments do not match the route's argument schema, or a bound the schema cannot express (byte sizes, time zone names, cursors)."},
+	{"audit_failed", "syscalls", "The decision could not be recorded; nothing unaudited is acknowledged, so the call fails."},
+	{"budget_exceeded", "engine syscalls", "A durable budget of the process is spent: its tool-call budget or a syscall budget."},
+	{"canceled", "store wasm", "The caller's context was done (cancelled, or its deadline passed) before the work finished."},
+	{"candidate_rejected", "tools", "register_jit_tool on a candidate whose validation failed."},
+	{"capability_denied", "syscalls", "The calling process does not hold the route's capability."},
+	{"closed", "store", "The store is closed."},
+	{"conflict", "store", "The write collides with an existing record (duplicate binding name, duplicate candidate ID, a call ID that is already open, …)."},
+	{"corrupt", "store", "A stored record cannot be decoded or the event chain does not verify."},
+	{"data_flow_denied", "syscalls", "A value carrying a label would reach a sink the image's data-flow rules forbid for it."},
+	{"default_export_forbidden", "jsbundle", "The candidate's module has a default export; a tool exports only run."},
+	{"diagnostics_truncated", "tools", "Ends a list of diagnostics that reached its bound."},
+	{"dynamic_import_forbidden", "jsbundle", "The source calls import(); a tool has no modules to load."},
+	{"eval_forbidden", "jsbundle", "The source calls eval; a tool's code is all in its source."},
+	{"expected_mismatch", "tools", "The value returned is not exactly (as JSON) expected."},
+	{"export_assignment_forbidden", "jsbundle", "The source uses TypeScript's export = form."},
+	{"extra_export", "jsbundle", "The module exports something besides run."},
+	{"fetch_failed", "syscalls", "The connection or the HTTP exchange failed."},
+	{"fetch_timeout", "syscalls", "No complete response within the fetch's time limit (the image's timeout or the call's own)."},
+	{"format_unsupported", "store", "The directory was written by a newer (or unknown) layout."},
+	{"function_constructor_forbidden", "jsbundle", "The source builds a function from text (Function, new Function)."},
+	{"global_access_forbidden", "jsbundle", "The source reads globalThis, self or window (other than .name)."},
+	{"global_forbidden", "jsbundle", "The source names a host global the sandbox does not have (Deno, WebAssembly, process)."},
+	{"host_not_allowed", "syscalls", "The image grants no egress to the host (or to a redirect's host), or no egress at all."},
+	{"import_equals_forbidden", "jsbundle", "The source uses TypeScript's import x = require(...) form."},
+	{"import_forbidden", "jsbundle", "The source has an import declaration; a tool has no modules to load."},
+	{"import_meta_forbidden", "jsbundle", "The source reads import.meta."},
+	{"in_use", "store", "Another process holds the store directory."},
+	{"internal_error", "jsbundle", "The compiler failed on its own; the candidate is not at fault and is rejected."},
+	{"invalid", "store", "The caller passed a malformed argument (bad ID, bad JSON, …)."},
+	{"invalid_config", "engine engine/render", "A Spawn or Open configuration is unusable."},
+	{"invalid_image", "engine engine/image", "An image manifest (or one of its Skills) is unusable; the error's Details list every problem at once."},
+	{"invalid_name", "tools", "The name does not match ^[A-Za-z0-9_-]{1,64}$."},
+	{"invalid_request", "cmd/libos tools", "The arguments are not the tool's exact shape (an unknown or missing field, a wrong type). propose_jit_tool has no capability-request field."},
+	{"invalid_schema", "tools", "A declared schema is not exact JSON, does not compile as JSON Schema 2020-12, refers to a remote $ref, or (input schema) does not declare an object root."},
+	{"invalid_skill", "engine engine/image", "A SKILL.md document is unusable; Details list every problem."},
+	{"invalid_state", "engine", "The operation does not apply in the current state (a decided approval decided again, a killed process resumed)."},
+	{"invalid_test", "tools", "A test is not {args, expected, syscalls} with tape entries of the documented form."},
+	{"invalid_tool", "engine", "A tool definition is unusable (bad name, schema that does not compile, missing handler)."},
+	{"io", "store", "The file system failed; nothing in the failed operation was acknowledged."},
+	{"js_error", "wasm", "Run threw, or the Promise it returned rejected."},
+	{"kernel_closed", "engine", "The kernel is closed."},
+	{"limit_exceeded", "engine store syscalls tools wasm", "A bound was hit: an argument, result or proposal part over its size, the sandbox's wall time, memory, stack, output, logs or syscall count (the error names which), the tools.call depth, or a store budget counter."},
+	{"method_not_allowed", "syscalls", "The image does not allow the fetch's HTTP method."},
+	{"name_conflict", "tools", "The name is already a tool of the process (built-in or registered JIT) or already bound in it. There are no replacement semantics."},
+	{"not_found", "engine store tools", "The named thing does not exist for the caller: a checkpoint, approval, binding, record, or a candidate of another process (the same answer as a missing one)."},
+	{"not_json", "wasm", "The value run returned is not plain JSON; Path names the first offender."},
+	{"operator_socket_unsafe", "cmd/libos", "The operator socket or its directory is not the user's own with mode 0700; nothing is sent to it and no server listens on it."},
+	{"output_invalid", "engine", "The handler returned something that is not exact JSON or that does not satisfy the tool's output schema."},
+	{"process_paused", "engine", "The process is paused; the operator resumes it."},
+	{"protocol_frame", "engine", "The provider frame could not be normalised (malformed JSON, non-object arguments, no usable function name, duplicate or case-variant keys, invalid UTF-8, nesting too deep). Nothing was dispatched; the audit log has a protocol_rejected event, never tool_called."},
+	{"provider_failed", "syscalls", "The provider failed, or returned a result that does not match the route's result schema."},
+	{"reexport_forbidden", "jsbundle", "The source re-exports from another module."},
+	{"reference_directive_forbidden", "jsbundle", "The source has a /// <reference> directive."},
+	{"request_too_large", "syscalls", "A fetch's body is larger than the image allows."},
+	{"require_forbidden", "jsbundle", "The source calls require."},
+	{"reserved_name", "tools", "The name is run_jit_tool, the multiplexed pseudo-function."},
+	{"response_too_large", "syscalls", "A response's body is larger than the image allows."},
+	{"run_export_invalid", "jsbundle", "Run is exported but is not a function."},
+	{"run_export_missing", "jsbundle", "The module does not export a function run."},
+	{"run_missing", "wasm", "The program defines no function run."},
+	{"run_params", "jsbundle", "A warning: run takes more than (args, libos)."},
+	{"schema_invalid", "engine", "The arguments do not satisfy the tool's input schema."},
+	{"secret_not_allowed", "syscalls", "A header names a secret the image does not declare, or one that may not go to the fetch's host; or a placeholder is outside header values."},
+	{"secret_unavailable", "syscalls", "A declared secret has no usable value on the host."},
+	{"source_too_complex", "jsbundle", "The source nests deeper, or has more tokens, than the compiler's bounds."},
+	{"source_too_large", "jsbundle", "The source is larger than its bound."},
+	{"storage_failed", "engine tools", "The durable store refused a read or write; nothing was acknowledged."},
+	{"syntax_error", "jsbundle wasm", "The program does not parse (at the static checks, or in the sandbox)."},
+	{"syscall_args_invalid", "wasm", "The guest passed arguments that are not JSON."},
+	{"syscall_failed", "wasm", "A syscall failed inside the host in a way the guest may not learn about; the guest sees only this code."},
+	{"tape_invalid", "syscalls", "A tape entry is malformed."},
+	{"tape_leftover", "syscalls", "Under a tape, entries were left unconsumed when the run ended."},
+	{"tape_mismatch", "syscalls", "Under a tape, the call did not match the next entry (name, arguments, or there was no entry left)."},
+	{"too_many_redirects", "syscalls", "A fetch was redirected more often than the image allows."},
+	{"tool_conflict", "engine", "Installing a tool whose name is already in the process table, or removing one that is not there."},
+	{"tool_failed", "engine tools", "A tool's handler (or a JIT tool's program) failed without a code of its own."},
+	{"tool_not_allowed", "engine", "The tool is in the process table but the visibility gate (the process's allowed-tool set) refuses it."},
+	{"transpile_warning", "jsbundle", "A warning of the TypeScript compiler, kept as a diagnostic."},
+	{"trap", "wasm", "The instance trapped; it was discarded and the engine stays usable."},
+	{"unavailable", "tools", "The JIT subsystem is not attached to a kernel yet."},
+	{"unknown_process", "engine", "No live process has that PID."},
+	{"unknown_skill", "engine", "The image ships no Skill of that name."},
+	{"unknown_syscall", "syscalls wasm", "The route does not exist, or the sandbox cannot route the name. The message is fixed and reveals nothing about which routes exist."},
+	{"unknown_tool", "engine", "The name is not in the process's projection (unknown, hidden, a JIT name called directly in multiplexed mode, run_jit_tool in direct mode or through the host API)."},
+	{"unsettled", "wasm", "Run returned a Promise that never settled."},
+	{"unsupported_syntax", "jsbundle", "Valid TypeScript that the compiler cannot lower to ES2020."},
+	{"url_invalid", "syscalls", "A fetch URL (or a redirect's location) does not pass the strict parse: not http(s), user information, an address in an unusual form, a malformed host or port."},
+	{"validation_failed", "tools", "register_jit_tool auto-validated a proposed candidate and the validation failed; the candidate is now rejected and its diagnostics are kept."},
+}
+
+// Registry returns every registered code, sorted by code.
+func Registry() []Entry {
+	out := make([]Entry, len(registry))
+	for i, r := range registry {
+		out[i] = r.entry()
+	}
+	return out
+}
+
+// Lookup returns the entry of code.
+func Lookup(code Code) (Entry, bool) {
+	i, ok := slices.BinarySearchFunc(registry, string(code), func(r registered, c string) int {
+		return strings.Compare(r.code, c)
+	})
+	if !ok {
+		return Entry{}, false
+	}
+	return registry[i].entry(), true
+}
+
+func (r registered) entry() Entry {
+	return Entry{Code: Code(r.code), Layers: strings.Fields(r.layers), Meaning: r.meaning}
+}

@@ -1,0 +1,204 @@
+package liberr
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite ERRORS.md from the registry")
+
+// moduleRoot is the repository root, where go.mod and ERRORS.md are.
+const moduleRoot = ".."
+
+// "A single registry of every code a model, an MCP client or an operator can see
+// (name, meaning, which layer emits it)": codes are unique, sorted, and each says
+// what it means and who emits it.
+func TestRegistryIsWellFormed(t *testing.T) {
+	for i, r := range registry {
+		if r.code == "" || r.meaning == "" || r.layers == "" {
+			t.Errorf("entry %d (%q) lacks a code, a meaning or a layer", i, r.code)
+		}
+		if i > 0 && registry[i-1].code >= r.code {
+			t.Errorf("entry %q is not after %q: the registry is sorted and has each code once", r.code, registry[i-1].code)
+		}
+		if e, ok := Lookup(Code(r.code)); !ok || e.Code != Code(r.code) {
+			t.Errorf("Lookup(%q) = %v, %v", r.code, e, ok)
+		}
+	}
+	if _, ok := Lookup("no_such_code"); ok {
+		t.Error("Lookup found an unregistered code")
+	}
+}
+
+// emitted scans the module's production Go files for the codes they can return: the
+// string constants named Code… (or code…), the string literals given as the Code of
+// a composite literal, and the code argument of New and Wrap. It returns, for each
+// code, the set of package directories that emit it.
+func emitted(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	out := map[string]map[string]bool{}
+	add := func(code, dir string) {
+		if code == "" {
+			return
+		}
+		if out[code] == nil {
+			out[code] = map[string]bool{}
+		}
+		out[code][dir] = true
+	}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(moduleRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); p != moduleRoot && (n == "build" || n == "testdata" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			return err
+		}
+		dir, _ := filepath.Rel(moduleRoot, filepath.Dir(p))
+		dir = filepath.ToSlash(dir)
+		str := func(e ast.Expr) (string, bool) {
+			bl, ok := e.(*ast.BasicLit)
+			if !ok || bl.Kind != token.STRING {
+				return "", false
+			}
+			s, err := strconv.Unquote(bl.Value)
+			return s, err == nil
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, name := range n.Names {
+					if i < len(n.Values) && strings.HasPrefix(strings.ToLower(name.Name), "code") {
+						if s, ok := str(n.Values[i]); ok {
+							add(s, dir)
+						}
+					}
+				}
+			case *ast.KeyValueExpr:
+				if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Code" {
+					if s, ok := str(n.Value); ok {
+						add(s, dir)
+					}
+				}
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "New" || sel.Sel.Name == "Wrap") && len(n.Args) >= 2 {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "liberr" {
+						if s, ok := str(n.Args[1]); ok {
+							add(s, dir)
+						}
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// "A test that every code emitted anywhere is in the registry and documented": a
+// code the module can return is registered, under every layer that returns it, and
+// the registry holds no code nothing returns.
+func TestRegistryCoversEveryCode(t *testing.T) {
+	found := emitted(t)
+	if len(found) < 50 {
+		t.Fatalf("the scan found only %d codes: it does not see the module", len(found))
+	}
+	for code, dirs := range found {
+		e, ok := Lookup(Code(code))
+		if !ok {
+			t.Errorf("code %q (emitted by %s) is not in liberr's registry", code, strings.Join(sortedSet(dirs), ", "))
+			continue
+		}
+		for _, d := range sortedSet(dirs) {
+			if !slices.Contains(e.Layers, d) {
+				t.Errorf("code %q is emitted by %s, which its registry entry does not name (%s)", code, d, strings.Join(e.Layers, " "))
+			}
+		}
+	}
+	for _, e := range Registry() {
+		dirs, ok := found[string(e.Code)]
+		if !ok {
+			t.Errorf("registered code %q is emitted nowhere", e.Code)
+			continue
+		}
+		for _, l := range e.Layers {
+			if !dirs[l] {
+				t.Errorf("registered code %q names layer %s, which does not emit it", e.Code, l)
+			}
+		}
+	}
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// errorsDoc renders ERRORS.md from the registry.
+func errorsDoc() []byte {
+	var b bytes.Buffer
+	b.WriteString("# Error codes\n\n")
+	b.WriteString("Every code a model, an MCP client or an operator can see, with the packages that emit it.\n")
+	b.WriteString("Codes are stable; messages are for people and may change. Every error is a `*liberr.Error`\n")
+	b.WriteString("(`Code`, `Layer`, `Message`, `Details`, the wrapped cause): match it with `errors.Is` against\n")
+	b.WriteString("any error of the same code, whichever layer made it, and read it with `errors.As`.\n\n")
+	b.WriteString("Generated from `liberr/registry.go` by `go test ./liberr -run TestErrorsDoc -update`; the test\n")
+	b.WriteString("fails when this file and the registry differ.\n\n")
+	b.WriteString("| code | emitted by | meaning |\n|---|---|---|\n")
+	for _, e := range Registry() {
+		layers := make([]string, len(e.Layers))
+		for i, l := range e.Layers {
+			layers[i] = "`" + l + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", e.Code, strings.Join(layers, ", "), strings.ReplaceAll(e.Meaning, "|", `\|`))
+	}
+	return b.Bytes()
+}
+
+// "A generated ERRORS.md ... checked for drift by a test".
+func TestErrorsDoc(t *testing.T) {
+	path := filepath.Join(moduleRoot, "ERRORS.md")
+	want := errorsDoc()
+	if *update {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("ERRORS.md differs from liberr's registry; regenerate it with go test ./liberr -run TestErrorsDoc -update")
+	}
+}
