@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/mcpserver"
@@ -53,10 +54,13 @@ type Options struct {
 	SkipJITRestore bool
 }
 
+// CodeCacheUnusable is the code of ErrCache.
+const CodeCacheUnusable liberr.Code = "cache_unusable"
+
 // ErrCache is matched (errors.Is) by the error of Open, NewValidator or WarmCache when
-// Options.CacheDir cannot hold the compilation cache. Opening again with an empty
-// CacheDir compiles in memory instead.
-var ErrCache = errors.New("libos: the compilation cache directory is unusable")
+// Options.CacheDir cannot hold the compilation cache (code cache_unusable). Opening
+// again with an empty CacheDir compiles in memory instead.
+var ErrCache = liberr.New("libos", CodeCacheUnusable, "the compilation cache directory is unusable")
 
 // ErrStoreInUse is matched (errors.Is) by the error of Open when another program holds
 // the store: a store admits one System at a time.
@@ -149,7 +153,7 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 func newSandbox(ctx context.Context, cacheDir string, maxMemory int64, pool int) (*wasm.Engine, error) {
 	if cacheDir != "" {
 		if err := usableDir(cacheDir); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCache, err)
+			return nil, liberr.Wrap("libos", CodeCacheUnusable, err, "the compilation cache directory is unusable: %v", err)
 		}
 	}
 	sb, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: cacheDir, MaxMemory: maxMemory, PoolSize: pool})

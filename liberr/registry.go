@@ -33,6 +33,7 @@ var registry = []registered{
 	{"argument_invalid", "syscalls", "The arguments do not match the route's argument schema, or a bound the schema cannot express (byte sizes, time zone names, cursors)."},
 	{"audit_failed", "syscalls", "The decision could not be recorded; nothing unaudited is acknowledged, so the call fails."},
 	{"budget_exceeded", "engine syscalls", "A durable budget of the process is spent: its tool-call budget or a syscall budget."},
+	{"cache_unusable", ".", "The compilation cache directory given to libos.Open, libos.NewValidator or libos.WarmCache cannot be created or written; open again without one to compile in memory."},
 	{"canceled", "store wasm", "The caller's context was done (cancelled, or its deadline passed) before the work finished."},
 	{"candidate_rejected", "tools", "register_jit_tool on a candidate whose validation failed."},
 	{"capability_denied", "syscalls", "The calling process does not hold the route's capability."},
