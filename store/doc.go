@@ -32,9 +32,10 @@
 // Readers (on Store and on Tx): Process, Processes, Event, Events (paginated by
 // sequence), Head, Verify, Unsettled, Candidate/Candidates (scoped to the owner
 // PID), Binding/Bindings, ToolResult, Approval/Approvals, Checkpoint/Checkpoints,
-// Budget/Budgets, KVGet, KVList (prefix, cursor, limit).
+// Budget/Budgets, KVGet, KVList (prefix, cursor, limit), Journal.
 // Writers (on Tx): Append, PutProcess, CreateCandidate, PutCandidate, AddBinding,
-// DeleteBinding, PutToolResult, PutApproval, AddCheckpoint, Charge, KVPut, KVDelete;
+// DeleteBinding, PutToolResult, PutApproval, AddCheckpoint, Charge, KVPut, KVDelete,
+// PutJournal;
 // Store has one-call forms of Append, Charge, KVPut and KVDelete.
 //
 // # Guarantees
@@ -103,6 +104,10 @@
 //	budget 00 <pid> 00 <name>        Budget
 //	kv 00 <pid> 00 <key>             raw value bytes
 //	kvlab 00 <pid> 00 <key>          JSON array of the value's data-flow labels (absent: none)
+//	jrnl 00 <pid> 00 <call_id> 00 <index 4 bytes BE>   JournalEntry
+//
+// The jrnl table (the syscall journal) came within format version 1: it is additive,
+// no existing key changed meaning, and a store written before it has no journal.
 //
 // An empty directory is initialised with the current version. A directory with
 // data but no version, or any other version, is refused with format_unsupported;

@@ -27,6 +27,7 @@ const (
 	// tKVLabel holds the data-flow labels of a kv value, beside it: absent means the
 	// value carries none.
 	tKVLabel = "kvlab"
+	tJournal = "jrnl"
 )
 
 const sep = 0x00

@@ -17,6 +17,13 @@ type Caller struct {
 	PID string
 	// Tool names the tool whose code is making the syscalls, for the audit log.
 	Tool string
+	// CallID is the tool call whose code is making the syscalls. When set, every
+	// syscall's result or typed error is journaled under it (store.JournalEntry), in
+	// the same batch as its audit event, so the call can be exported as a tape and
+	// replayed. Empty: nothing is journaled.
+	CallID string
+	// Journal bounds the call's journal; zero fields are the defaults.
+	Journal JournalLimits
 	// Capabilities is consulted on every call, never copied: an operator who revokes a
 	// capability stops the very next syscall. Nil holds nothing.
 	Capabilities CapabilitySet

@@ -510,7 +510,7 @@ func (p *Policy) ExplainDataFlow() []string {
 			for _, h := range r.allowHosts {
 				hs = append(hs, h.String())
 			}
-			parts = append(parts, "may be fetched out only to "+strings.Join(hs, ", "))
+			parts = append(parts, "may be sent out by net.fetch only to "+strings.Join(hs, ", "))
 		}
 		out = append(out, fmt.Sprintf("rule %s: once a call has seen it, it %s", l, strings.Join(parts, "; ")))
 	}

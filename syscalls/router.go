@@ -107,14 +107,21 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 type Bound struct {
 	r      *Router
 	caller Caller
+	// jr journals the syscalls of the caller's tool call; nil when there is none.
+	jr *journal
 	// taint is the call's own data-flow labels, unless a tools.call above handed its
 	// own down through the context (taintOf).
 	taint taint
 }
 
-// For binds the router to caller. The result implements wasm.Syscaller.
+// For binds the router to caller. The result implements wasm.Syscaller. A caller with
+// a CallID gets every syscall journaled under that call.
 func (r *Router) For(caller Caller) *Bound {
-	return &Bound{r: r, caller: caller}
+	b := &Bound{r: r, caller: caller}
+	if caller.CallID != "" {
+		b.jr = &journal{limits: caller.Journal.withDefaults()}
+	}
+	return b
 }
 
 // Syscall runs one call: route lookup → capability → approval → argument validation →
@@ -149,8 +156,17 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 	if err == nil && staged != nil {
 		writes = staged.writes // a failed call changes nothing
 	}
+	var entry *store.JournalEntry
+	if b.jr != nil {
+		var se *Error
+		errors.As(err, &se)
+		// The labels the route's result carried: a call that saw them is refused for
+		// export when the image's rules keep them inside.
+		e := b.jr.entry(b.caller.PID, b.caller.CallID, ev.Route, args, result, se, ev.Labels)
+		entry = &e
+	}
 	ev.DurationMicros = time.Since(start).Microseconds()
-	if aerr := b.commit(ctx, &ev, writes); aerr != nil {
+	if aerr := b.commit(ctx, &ev, writes, entry); aerr != nil {
 		// Nothing unaudited is acknowledged: the staged writes were not applied either.
 		msg := "could not record the audit event; the call changed nothing"
 		if staged != nil && staged.route.provider.direct {
@@ -364,6 +380,8 @@ func budgetCounter(name string) string {
 type auditEvent struct {
 	Route        string          `json:"route"`
 	Tool         string          `json:"tool,omitempty"`
+	CallID       string          `json:"call_id,omitempty"` // the tool call making the syscall
+	Journal      *auditJournal   `json:"journal,omitempty"`
 	Depth        int             `json:"depth"`
 	Decision     string          `json:"decision"` // allowed | denied
 	Stage        string          `json:"stage"`    // where it stopped: route, args, capability, approval, depth, budget, provider, result, done
@@ -382,6 +400,14 @@ type auditEvent struct {
 	// Labels are the data-flow labels this call's result carried.
 	Labels         []string `json:"labels,omitempty"`
 	DurationMicros int64    `json:"duration_us"`
+}
+
+// auditJournal names the journal entry of a syscall: its index in the call and the
+// SHA-256 of its stored record, so that the hash chain covers the journal.
+type auditJournal struct {
+	Index     int    `json:"index"`
+	SHA256    string `json:"sha256"`
+	Truncated bool   `json:"truncated,omitempty"`
 }
 
 type auditApproval struct {
@@ -416,11 +442,11 @@ func (b *Bound) update(ctx context.Context, fn func(tx *store.Tx) error) error {
 // commit writes the provider's staged writes and the audit event as one atomic
 // batch: either both are durable or neither is. It is synced, or, for a Deferred
 // caller, durable with the call's synced settlement.
-func (b *Bound) commit(ctx context.Context, ev *auditEvent, writes []func(tx *store.Tx) error) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
+//
+// A journal entry, when the call has a journal, is part of the same batch and its
+// digest is part of the event, so the hash chain covers it: an entry exists exactly
+// when its audit event does, and only with the result the provider returned.
+func (b *Bound) commit(ctx context.Context, ev *auditEvent, writes []func(tx *store.Tx) error, entry *store.JournalEntry) error {
 	// The event is written even when the call's context is done (a timeout is itself a
 	// decision worth recording).
 	return b.update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
@@ -429,7 +455,19 @@ func (b *Bound) commit(ctx context.Context, ev *auditEvent, writes []func(tx *st
 				return err
 			}
 		}
-		_, err := tx.Append(b.caller.PID, EventSyscall, data)
+		if entry != nil {
+			sum, err := tx.PutJournal(*entry)
+			if err != nil {
+				return err
+			}
+			ev.CallID = entry.CallID
+			ev.Journal = &auditJournal{Index: entry.Index, SHA256: sum, Truncated: entry.Truncated}
+		}
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Append(b.caller.PID, EventSyscall, data)
 		return err
 	})
 }

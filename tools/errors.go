@@ -102,6 +102,13 @@ var (
 	ErrUnavailable       = &Error{Code: CodeUnavailable}
 	ErrStorage           = &Error{Code: CodeStorage}
 	ErrToolFailed        = &Error{Code: CodeToolFailed}
+	ErrCallNotFound      = &Error{Code: CodeCallNotFound}
+	ErrCallUnsettled     = &Error{Code: CodeCallUnsettled}
+	ErrNotJITTool        = &Error{Code: CodeNotJITTool}
+	ErrJournalTruncated  = &Error{Code: CodeJournalTruncated}
+	ErrExportForbidden   = &Error{Code: CodeExportForbidden}
+	ErrNotReplayable     = &Error{Code: CodeNotReplayable}
+	ErrJournalCorrupt    = &Error{Code: CodeJournalCorrupt}
 )
 
 func errorf(code Code, format string, args ...any) *Error {

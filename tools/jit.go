@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -566,6 +567,18 @@ func (j *JIT) tool(c store.Candidate, b store.Binding) (engine.Tool, error) {
 	}, nil
 }
 
+// CallSeed is the Math.random seed of JIT tool call callID: fresh for every call
+// (call IDs carry 128 random bits) and recorded with it (the call ID is in the hash-
+// chained tool_called event), so that a replay draws the same numbers. It is never 0,
+// which would ask the sandbox for a random seed.
+func CallSeed(callID string) uint64 {
+	sum := sha256.Sum256([]byte("libos.seed.v1\x00" + callID))
+	if s := binary.BigEndian.Uint64(sum[:8]); s != 0 {
+		return s
+	}
+	return 1
+}
+
 // handler runs a registered JIT tool. The engine has already checked the arguments
 // against the input schema (a schema-invalid call never gets here) and checks the
 // result against the output schema afterwards; an output failure does not undo the
@@ -578,8 +591,8 @@ func (j *JIT) handler(program string) engine.Handler {
 		// The sandbox has no ambient clock, in production as in validation: Date.now()
 		// and new Date() throw ambient_clock, and the time reaches a tool only through
 		// clock.now, which checks clock:now and is audited. Math.random is seeded afresh
-		// for every call.
-		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox)})
+		// for every call, from the call's ID, so that a replay draws the same numbers.
+		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox), Seed: CallSeed(call.CallID)})
 		if err != nil {
 			return nil, runError(call.Tool, err, w.denied.Load())
 		}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
@@ -237,5 +238,39 @@ func TestNetFetchThroughThePipeline(t *testing.T) {
 				t.Fatalf("the server saw %d requests for a refused fetch", tc.server.hits.Load()-before)
 			}
 		})
+	}
+}
+
+// TestNetFetchValidatesAgainstTapes: "In validation, net.fetch is served by the tape
+// like every route" and "candidates using net.fetch validate against tapes with no
+// network at all": the process holds no net:fetch and its image grants no host; the
+// tape answers.
+func TestNetFetchValidatesAgainstTapes(t *testing.T) {
+	w := newWorld(t)
+	pid := w.spawn(t, engine.Direct)
+	test := `[{"args":{"user":"ada"},"expected":{"name":"Ada","repos":3},"syscalls":[
+	  {"name":"net.fetch","args":{"url":"https://api.example.com/users/ada","headers":{"Authorization":"Bearer {{secret:API_TOKEN}}"}},
+	   "result":{"status":200,"headers":{"content-type":"application/json"},"body":"{\"name\":\"Ada\",\"repos\":3}","body_encoding":"text","url":"https://api.example.com/users/ada"}}]},
+	 {"args":{"user":"bob"},"expected":{"name":"refused","repos":0},"syscalls":[
+	  {"name":"net.fetch","ok":false,"error":"host_not_allowed"}]}]`
+	obj := candidateJSON(t, "good_clock_now.json")
+	obj = withField(t, obj, "name", `"user_repos"`)
+	catching := `export async function run(args: { user: string }, libos: any) {
+  let res: any;
+  try {
+    res = await libos.syscall("net.fetch", { url: "https://api.example.com/users/" + args.user, headers: { Authorization: "Bearer {{secret:API_TOKEN}}" } });
+  } catch (e) {
+    return { name: "refused", repos: 0 };
+  }
+  const data = JSON.parse(res.body);
+  return { name: String(data.name), repos: Number(data.repos) };
+}`
+	obj = withField(t, obj, "source_code", jsonString(catching))
+	obj = withField(t, obj, "input_schema", `{"type":"object","properties":{"user":{"type":"string","maxLength":64}},"required":["user"],"additionalProperties":false}`)
+	obj = withField(t, obj, "output_schema", `{"type":"object","properties":{"name":{"type":"string","maxLength":256},"repos":{"type":"number"}},"required":["name","repos"],"additionalProperties":false}`)
+	obj = withField(t, obj, "tests", test)
+	rep := w.mustCall(t, pid, tools.ValidateName, idArg(w.propose(t, pid, obj)))
+	if rep["ok"] != true {
+		t.Fatalf("validation against the tape failed: %v", rep)
 	}
 }

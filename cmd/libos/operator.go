@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/syscalls"
 )
 
 // The operator channel: while 'libos serve' holds a store, the operator commands
@@ -313,7 +314,9 @@ func newImagesCmd(e *env) *cobra.Command {
 		Use:   "images [FILE...]",
 		Short: "Show the embedded image, or check image manifests",
 		Long: `images prints the image 'libos serve' spawns by default: its tools, capabilities,
-projection, Skills, limits and digest. With FILE arguments it loads and checks each
+projection, Skills, its egress (hosts, methods, sizes, addresses), secrets (where each
+may be sent) and data-flow rules (labels and the sinks they may not reach) in words,
+and its digest. With FILE arguments it loads and checks each
 image manifest (YAML or JSON, Skills relative to the manifest) and lists every problem
 of an invalid one; the exit status is 1 when any is invalid.`,
 		Example: `  libos images
@@ -349,6 +352,13 @@ of an invalid one; the exit status is 1 when any is invalid.`,
 				fmt.Fprintf(e.stdout, "  capabilities  %s\n", strings.Join(img.Capabilities, ", "))
 				fmt.Fprintf(e.stdout, "  projection    %s\n", img.Projection)
 				fmt.Fprintf(e.stdout, "  skills        %s\n", strings.Join(skills, ", "))
+				// Egress, secrets and data flow in words: what a JIT tool of this image
+				// may reach, what it may send by reference, and where labelled data may go.
+				if pol, probs := syscalls.CompilePolicy(img.PolicySpec); probs == nil {
+					for _, line := range append(pol.Explain(), pol.ExplainDataFlow()...) {
+						fmt.Fprintf(e.stdout, "  %s\n", line)
+					}
+				}
 				fmt.Fprintf(e.stdout, "  digest        %s\n", img.Digest())
 			}
 			if asJSON {

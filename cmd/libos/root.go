@@ -65,11 +65,11 @@ and 'libos validate' to check tool candidates in CI.`,
 		&cobra.Group{ID: "inspect", Title: "Inspecting a store:"},
 		&cobra.Group{ID: "operator", Title: "Operator commands:"},
 	)
-	for _, c := range []*cobra.Command{newServeCmd(e), newValidateCmd(e), newDiagnoseCmd(e), newDemoCmd(e), newVersionCmd(e), newCacheCmd(e)} {
+	for _, c := range []*cobra.Command{newServeCmd(e), newValidateCmd(e), newTestCmd(e), newDiagnoseCmd(e), newDemoCmd(e), newVersionCmd(e), newCacheCmd(e)} {
 		c.GroupID = "main"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newCallCmd(e), newToolsCmd(e), newSyscallsCmd(e), newPsCmd(e), newEventsCmd(e), newCandidatesCmd(e)} {
+	for _, c := range []*cobra.Command{newCallCmd(e), newToolsCmd(e), newSyscallsCmd(e), newPsCmd(e), newEventsCmd(e), newCandidatesCmd(e), newTapeCmd(e), newReplayCmd(e)} {
 		c.GroupID = "inspect"
 		root.AddCommand(c)
 	}

@@ -11,6 +11,7 @@ import (
 	los "github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/wasm"
 )
 
 // system is the libOS opened on the store of a command (System in package libos), with the
@@ -77,6 +78,23 @@ func retryWithoutCache[T any](e *env, open func(cacheDir string) (T, error)) (T,
 		v, err = open("")
 	}
 	return v, err
+}
+
+// newSandbox starts a sandbox of its own, with the compilation cache, for the commands
+// that replay journaled calls against a store without a kernel (tape.go).
+func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
+	sb, err := retryWithoutCache(e, func(cacheDir string) (*wasm.Engine, error) {
+		if cacheDir != "" {
+			if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+				return nil, fmt.Errorf("%w: %v", los.ErrCache, err)
+			}
+		}
+		return wasm.NewEngine(ctx, wasm.Config{CacheDir: cacheDir})
+	})
+	if err != nil {
+		return nil, usageErr("cannot start the sandbox: %v", err)
+	}
+	return sb, nil
 }
 
 // openSystem opens the libOS on the store in dir. The kernel restores the store's

@@ -19,6 +19,7 @@ import (
 
 	los "github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/tools"
 )
 
 type validateFlags struct {
@@ -26,6 +27,10 @@ type validateFlags struct {
 	junit   string
 	store   string
 	verbose bool
+	// replayStore is `libos test --replay-store DIR`: the stored calls of each
+	// candidate's tool are replayed with the candidate's code.
+	replayStore string
+	title       string // of the JUnit report
 }
 
 func newValidateCmd(e *env) *cobra.Command {
@@ -93,6 +98,9 @@ type candidateResult struct {
 	// PID and CandidateID name the durable record, with --store.
 	PID         string `json:"pid,omitempty"`
 	CandidateID string `json:"candidate_id,omitempty"`
+	// Replays are the stored calls of the candidate's tool run again with its code
+	// (libos test --replay-store).
+	Replays []tools.ReplayResult `json:"replays,omitempty"`
 }
 
 type testResult struct {
@@ -106,6 +114,7 @@ type validateReport struct {
 	Candidates []candidateResult `json:"candidates"`
 	Passed     int               `json:"passed"`
 	Failed     int               `json:"failed"`
+	title      string
 }
 
 // maxCandidateFileBytes bounds one candidate file. A candidate holds at most a 64 KiB
@@ -245,7 +254,13 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 		return firstErr
 	}
 
-	rep := validateReport{Candidates: results}
+	if f.replayStore != "" {
+		if err := replayStored(ctx, e, f.replayStore, raws, results); err != nil {
+			return err
+		}
+	}
+
+	rep := validateReport{Candidates: results, title: f.title}
 	for _, r := range results {
 		if r.OK {
 			rep.Passed++
@@ -445,6 +460,17 @@ func printValidateReport(w io.Writer, rep validateReport, verbose bool) {
 		if c.CandidateID != "" {
 			extra = fmt.Sprintf(" (%s in %s)", c.CandidateID, c.PID)
 		}
+		for _, r := range c.Replays {
+			verdict := map[string]string{tools.VerdictSame: "PASS", tools.VerdictDifferent: "FAIL", tools.VerdictNotReplayable: "SKIP"}[r.Verdict]
+			fmt.Fprintf(w, "--- %s: %s/replay %s %s\n", verdict, name, printable(r.PID), printable(r.CallID))
+			if r.Verdict != tools.VerdictSame {
+				_, detail, _ := strings.Cut(r.Text(), ": "+r.Verdict)
+				detail = strings.TrimPrefix(strings.TrimPrefix(detail, ": "), "\n")
+				for _, line := range strings.Split(detail, "\n") {
+					fmt.Fprintf(w, "    %s\n", printable(strings.TrimPrefix(line, "  ")))
+				}
+			}
+		}
 		fmt.Fprintf(w, "%s %s %s%s\n", status, name, file, extra)
 	}
 	fmt.Fprintf(w, "%d passed, %d failed\n", rep.Passed, rep.Failed)
@@ -474,6 +500,11 @@ type junitCase struct {
 	Classname string        `xml:"classname,attr"`
 	File      string        `xml:"file,attr,omitempty"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
 }
 
 type junitFailure struct {
@@ -484,6 +515,9 @@ type junitFailure struct {
 
 func writeJUnit(path string, rep validateReport) error {
 	out := junitSuites{Name: "libos validate"}
+	if rep.title != "" {
+		out.Name = rep.title
+	}
 	for _, c := range rep.Candidates {
 		s := junitSuite{Name: c.Name, File: c.File}
 		var checks strings.Builder
@@ -520,6 +554,16 @@ func writeJUnit(path string, rep validateReport) error {
 					f.Text += "observed: " + string(t.Observed) + "\n"
 				}
 				tc.Failure = f
+			}
+			s.Cases = append(s.Cases, tc)
+		}
+		for _, r := range c.Replays {
+			tc := junitCase{Name: "replay " + r.PID + " " + r.CallID, Classname: c.Name, File: c.File}
+			switch r.Verdict {
+			case tools.VerdictDifferent:
+				tc.Failure = &junitFailure{Type: "replay_different", Message: "replay differs", Text: r.Text() + "\n"}
+			case tools.VerdictNotReplayable:
+				tc.Skipped = &junitSkipped{Message: r.Code + ": " + r.Reason}
 			}
 			s.Cases = append(s.Cases, tc)
 		}

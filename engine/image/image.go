@@ -134,6 +134,9 @@ type Image struct {
 type ImageLimits struct {
 	Limits
 	Sandbox SandboxLimits `json:"sandbox,omitzero"`
+	// Journal bounds the syscall journal of each JIT tool call (what a call's export
+	// as a tape can hold); zero fields are syscalls' defaults.
+	Journal syscalls.JournalLimits `json:"journal,omitzero"`
 	// SyscallBudgets map a budget name (syscalls.BudgetAll, an area such as "kv", or a
 	// route) to the most calls the process may ever make (syscalls.Caller.Budgets).
 	SyscallBudgets map[string]int64 `json:"syscall_budgets,omitempty"`

@@ -1,0 +1,283 @@
+package tools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/store"
+	"github.com/agentlibos/libos/syscalls"
+)
+
+// The codes with which a stored call is refused for export or replay. Each names the
+// reason.
+const (
+	// CodeCallNotFound: the process has no tool call with that ID.
+	CodeCallNotFound Code = "call_not_found"
+	// CodeCallUnsettled: the call has no settlement (it is open, or it was settled as
+	// unknown after a crash): there is no result to expect.
+	CodeCallUnsettled Code = "call_unsettled"
+	// CodeNotJITTool: the call is of a built-in tool, whose code is not in the store.
+	CodeNotJITTool Code = "not_jit_tool"
+	// CodeJournalTruncated: an entry of the call's journal was over its bound and keeps
+	// only digests.
+	CodeJournalTruncated Code = "journal_truncated"
+	// CodeExportForbidden: the call saw labelled data that the image's data-flow rules
+	// forbid exporting.
+	CodeExportForbidden Code = "export_forbidden"
+	// CodeNotReplayable: the call cannot be expressed as a tape: it has no journal (it
+	// predates it), a syscall of it was refused before routing (a tape cannot say
+	// that), or its tool's code is no longer in the store.
+	CodeNotReplayable Code = "not_replayable"
+	// CodeJournalCorrupt: the journal does not match the digests its hash-chained
+	// audit events carry.
+	CodeJournalCorrupt Code = "journal_corrupt"
+)
+
+// TestCase is one validation test, {args, expected, syscalls}: what `libos tape`
+// exports and a candidate's tests hold.
+type TestCase struct {
+	Args     json.RawMessage      `json:"args"`
+	Expected json.RawMessage      `json:"expected"`
+	Syscalls []syscalls.TapeEntry `json:"syscalls"`
+}
+
+// storedCall is one tool call as the store keeps it: its tool_called event, its
+// settlement, its syscall audit events and its journal.
+type storedCall struct {
+	pid, id     string
+	seq         uint64 // of tool_called
+	time        time.Time
+	tool        string
+	toolID      string
+	kind        string
+	args        json.RawMessage
+	settlement  string // tool_result, tool_failed, unknown_settlement, or "" when open
+	failCode    string
+	failReason  string
+	syscalls    []syscallEvent
+	missingJrnl bool // a syscall event of the call names no journal entry
+}
+
+type syscallEvent struct {
+	seq     uint64
+	stage   string
+	journal *struct {
+		Index     int    `json:"index"`
+		SHA256    string `json:"sha256"`
+		Truncated bool   `json:"truncated"`
+	}
+}
+
+// scanCalls reads pid's event log once and returns its tool calls in the order they
+// were opened; only calls for which want is true are kept (nil keeps all).
+func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*storedCall, error) {
+	var (
+		out   []*storedCall
+		byID  = map[string]*storedCall{}
+		after uint64
+	)
+	for {
+		evs, err := st.Events(pid, after, store.MaxPage)
+		if err != nil {
+			return nil, storageErr("read the event log of "+pid, err)
+		}
+		for _, e := range evs {
+			after = e.Seq
+			if e.CallID == "" || (want != nil && !want(e.CallID)) {
+				continue
+			}
+			switch e.Type {
+			case store.EventToolCalled:
+				var d struct {
+					Tool   string          `json:"tool"`
+					ToolID string          `json:"tool_id"`
+					Kind   string          `json:"kind"`
+					Args   json.RawMessage `json:"args"`
+				}
+				if err := json.Unmarshal(e.Data, &d); err != nil {
+					return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
+				}
+				c := &storedCall{pid: pid, id: e.CallID, seq: e.Seq, time: e.Time, tool: d.Tool, toolID: d.ToolID, kind: d.Kind, args: d.Args}
+				byID[c.id] = c
+				out = append(out, c)
+			case store.EventToolResult, store.EventToolFailed, store.EventUnknownSettlement:
+				c := byID[e.CallID]
+				if c == nil || c.settlement != "" {
+					continue
+				}
+				c.settlement = e.Type
+				if e.Type == store.EventToolFailed {
+					var d struct{ Code, Reason string }
+					_ = json.Unmarshal(e.Data, &d)
+					c.failCode, c.failReason = d.Code, d.Reason
+				}
+			case syscalls.EventSyscall:
+				c := byID[e.CallID]
+				if c == nil {
+					continue
+				}
+				var se syscallEvent
+				var d struct {
+					Stage   string          `json:"stage"`
+					Journal json.RawMessage `json:"journal"`
+				}
+				if err := json.Unmarshal(e.Data, &d); err != nil {
+					return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
+				}
+				se.seq, se.stage = e.Seq, d.Stage
+				if len(d.Journal) > 0 {
+					if err := json.Unmarshal(d.Journal, &se.journal); err != nil {
+						return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
+					}
+				}
+				if se.journal == nil {
+					c.missingJrnl = true
+				}
+				c.syscalls = append(c.syscalls, se)
+			}
+		}
+		if len(evs) < store.MaxPage {
+			return out, nil
+		}
+	}
+}
+
+// findCall returns call callID of pid.
+func findCall(st *store.Store, pid, callID string) (*storedCall, error) {
+	if _, err := st.Process(pid); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(CodeCallNotFound, "no process %q", jsonv.Clip(pid, 80))
+		}
+		return nil, storageErr("read process "+pid, err)
+	}
+	cs, err := scanCalls(st, pid, func(id string) bool { return id == callID })
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) == 0 {
+		return nil, errorf(CodeCallNotFound, "process %s has no tool call %q", pid, jsonv.Clip(callID, 80))
+	}
+	return cs[0], nil
+}
+
+// tape checks that c can be replayed from its journal and returns the journal as a
+// tape, in order. It refuses, with the code naming the reason, a call that is
+// unsettled, of a built-in tool, without a journal, with a truncated or corrupt
+// journal, or with a syscall refused before routing.
+func (c *storedCall) tape(st *store.Store) ([]syscalls.TapeEntry, []store.JournalEntry, error) {
+	if c.kind != string(engine.KindJIT) {
+		return nil, nil, errorf(CodeNotJITTool, "call %s is of %s, a %s tool: only a JIT tool's code can be replayed", c.id, c.tool, c.kind)
+	}
+	switch c.settlement {
+	case "":
+		return nil, nil, errorf(CodeCallUnsettled, "call %s of %s is not settled", c.id, c.tool)
+	case store.EventUnknownSettlement:
+		return nil, nil, errorf(CodeCallUnsettled, "call %s of %s was settled as unknown after a crash: its result is not known", c.id, c.tool)
+	}
+	if c.missingJrnl {
+		return nil, nil, errorf(CodeNotReplayable, "call %s of %s has syscalls without a journal (it predates the journal)", c.id, c.tool)
+	}
+	js, err := st.Journal(c.pid, c.id)
+	if err != nil {
+		if errors.Is(err, store.ErrCorrupt) {
+			return nil, nil, &Error{Code: CodeJournalCorrupt, Message: fmt.Sprintf("journal of call %s: %v", c.id, err), Err: err}
+		}
+		return nil, nil, storageErr("read the journal of "+c.id, err)
+	}
+	if len(js) != len(c.syscalls) {
+		return nil, nil, errorf(CodeJournalCorrupt, "call %s has %d syscall events and %d journal entries", c.id, len(c.syscalls), len(js))
+	}
+	tape := make([]syscalls.TapeEntry, len(js))
+	for i, e := range js {
+		ref := c.syscalls[i].journal
+		if ref.Index != i || ref.SHA256 != e.Digest {
+			return nil, nil, errorf(CodeJournalCorrupt, "journal entry %d of call %s does not match the digest in its audit event %d", i, c.id, c.syscalls[i].seq)
+		}
+		if e.Truncated {
+			return nil, nil, errorf(CodeJournalTruncated, "syscall %d (%s) of call %s was over the journal's bound (%d bytes of arguments, %d of result): only its digests are kept",
+				i, e.Route, c.id, e.ArgsBytes, e.ResultBytes)
+		}
+		if stage := c.syscalls[i].stage; e.Error != nil && (stage == "route" || stage == "args") {
+			return nil, nil, errorf(CodeNotReplayable, "syscall %d (%s) of call %s was refused before routing (%s): a tape cannot replay that refusal",
+				i, jsonv.Clip(e.Route, 64), c.id, e.Error.Code)
+		}
+		te := syscalls.TapeEntry{Name: e.Route, Args: e.Args, Result: e.Result}
+		if e.Error != nil {
+			te.Error = &syscalls.TapeError{Code: e.Error.Code, Message: e.Error.Message}
+		}
+		tape[i] = te
+	}
+	return tape, js, nil
+}
+
+// labels lists the data-flow labels the call's syscalls returned, in order of first
+// appearance.
+func labels(js []store.JournalEntry) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range js {
+		for _, l := range e.Labels {
+			if !seen[l] {
+				seen[l] = true
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+// ExportTape returns settled JIT tool call callID of process pid as a test case: the
+// call's arguments, its returned value as expected, and every syscall it made, in
+// order, with its exact arguments and the result or error its code received. It reads
+// the store and writes nothing.
+//
+// It refuses, with an *Error whose code names the reason, a call that does not exist
+// (call_not_found), is unsettled (call_unsettled), is of a built-in tool
+// (not_jit_tool), failed (not_replayable: a test expects a value), has a truncated
+// journal (journal_truncated), saw labelled data (export_forbidden), or cannot be
+// expressed as a tape (not_replayable, journal_corrupt). Arguments are exported as
+// the code sent them: a secret is never in them, since secrets are passed by
+// reference and the reference stays a reference.
+func ExportTape(st *store.Store, pid, callID string) (TestCase, error) {
+	c, err := findCall(st, pid, callID)
+	if err != nil {
+		return TestCase{}, err
+	}
+	return exportCall(st, c)
+}
+
+func exportCall(st *store.Store, c *storedCall) (TestCase, error) {
+	tape, js, err := c.tape(st)
+	if err != nil {
+		return TestCase{}, err
+	}
+	if ls := labels(js); len(ls) > 0 {
+		return TestCase{}, errorf(CodeExportForbidden, "call %s saw data labelled %s, which the image's data-flow rules keep inside the process", c.id, strings.Join(ls, ", "))
+	}
+	if c.settlement != store.EventToolResult {
+		return TestCase{}, errorf(CodeNotReplayable, "call %s of %s failed with %s: a test expects a returned value", c.id, c.tool, c.failCode)
+	}
+	res, err := st.ToolResult(c.pid, c.id)
+	if err != nil {
+		return TestCase{}, storageErr("read the result of "+c.id, err)
+	}
+	args := c.args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	return TestCase{Args: args, Expected: res.Structured, Syscalls: tape}, nil
+}
+
+// CallTool names the tool of call callID of process pid.
+func CallTool(st *store.Store, pid, callID string) (string, error) {
+	c, err := findCall(st, pid, callID)
+	if err != nil {
+		return "", err
+	}
+	return c.tool, nil
+}

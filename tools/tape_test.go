@@ -1,0 +1,226 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/store"
+	"github.com/agentlibos/libos/tools"
+)
+
+// replayCandidate reads testdata/replay/NAME.json, compacted.
+func replayCandidate(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "replay", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// callID sends one model frame and returns the call's ID (also for a failed call:
+// the newest tool_called of pid).
+func (w *world) callID(t testing.TB, pid, name, args string) (string, error) {
+	t.Helper()
+	frame, _ := json.Marshal(map[string]any{"name": name, "arguments": json.RawMessage(args)})
+	res, err := w.k.HandleFrame(context.Background(), pid, frame)
+	if err == nil {
+		return res.CallID, nil
+	}
+	evs := w.events(t, pid)
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == engine.EventToolCalled {
+			return evs[i].CallID, err
+		}
+	}
+	t.Fatalf("no tool_called for %s: %v", name, err)
+	return "", err
+}
+
+// registerCandidate proposes and registers candidate obj in a new process of w.
+func (w *world) registerCandidate(t testing.TB, obj string, caps ...string) string {
+	t.Helper()
+	pid := w.spawn(t, engine.Direct, caps...)
+	id := w.propose(t, pid, obj)
+	w.mustCall(t, pid, tools.RegisterName, idArg(id))
+	return pid
+}
+
+func codeIs(err error, code tools.Code) bool {
+	var te *tools.Error
+	return errors.As(err, &te) && te.Code == code
+}
+
+// The issue's convention, end to end: "A registered tool that reads the clock and kv:
+// call it live, export its tape, validate the candidate with the exported test
+// appended (passes), change one line of the tool's logic and replay (reported
+// different, with the diff)."
+func TestLiveCallExportValidateReplay(t *testing.T) {
+	w := newWorld(t)
+	cand := replayCandidate(t, "clock_visits")
+	pid := w.registerCandidate(t, cand, "clock:now", "kv:read", "kv:write")
+	w.mustCall(t, pid, "clock_visits", `{"timezone":"UTC"}`)
+	call, err := w.callID(t, pid, "clock_visits", `{"timezone":"Europe/Paris"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tc, err := tools.ExportTape(w.st, pid, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.st.ToolResult(pid, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(tc.Args) != `{"timezone":"Europe/Paris"}` || string(tc.Expected) != string(res.Structured) {
+		t.Fatalf("the tape's args and expected are the call's: %s %s", tc.Args, tc.Expected)
+	}
+	var names []string
+	for _, e := range tc.Syscalls {
+		names = append(names, e.Name)
+	}
+	if strings.Join(names, " ") != "clock.now kv.get kv.put" || string(tc.Syscalls[1].Result) != `{"found":true,"value":1}` ||
+		string(tc.Syscalls[2].Args) != `{"key":"visits","value":2}` {
+		t.Fatalf("the tape is every syscall in order with its exact args and recorded result: %+v", tc.Syscalls)
+	}
+
+	// The exported test, appended to the candidate's tests, passes validation.
+	test, _ := json.Marshal([]tools.TestCase{tc})
+	c, err := tools.ParseCandidate([]byte(withField(t, cand, "tests", string(test))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := w.jit.Validator().Validate(context.Background(), c); !rep.OK || len(rep.Tests) != 1 || !rep.Tests[0].OK {
+		t.Fatalf("the candidate with its exported test must validate: %+v", rep)
+	}
+
+	// The registered code replays the same.
+	r, err := tools.Replay(context.Background(), w.st, sandbox(t), pid, call, tools.ReplayOptions{})
+	if err != nil || r.Verdict != tools.VerdictSame {
+		t.Fatalf("replaying the registered code: %+v %v", r, err)
+	}
+	if r.Text() != call+" clock_visits: same" {
+		t.Fatalf("report line %q", r.Text())
+	}
+
+	// One line changed: the count goes up by two. The first difference is the kv.put's
+	// arguments.
+	changed := strings.Replace(c.SourceCode, "Number(seen.value) + 1", "Number(seen.value) + 2", 1)
+	r, err = tools.Replay(context.Background(), w.st, sandbox(t), pid, call, tools.ReplayOptions{Source: changed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := call + ` clock_visits: different
+  syscall 2 arguments at $.value: expected 2, observed 3
+  - kv.put {"key":"visits","value":2}
+  + kv.put {"key":"visits","value":3}`
+	if r.Verdict != tools.VerdictDifferent || r.Text() != want {
+		t.Fatalf("a changed line is reported with its diff:\n%s\nwant\n%s", r.Text(), want)
+	}
+
+	// A change that only touches the result is a result difference.
+	changed = strings.Replace(c.SourceCode, "String(now.timezone)", `"UTC"`, 1)
+	r, err = tools.Replay(context.Background(), w.st, sandbox(t), pid, call, tools.ReplayOptions{Source: changed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != tools.VerdictDifferent || r.Diff.Kind != "result" || r.Diff.Path != "$.timezone" ||
+		!strings.Contains(r.Text(), `result at $.timezone: expected "Europe/Paris", observed "UTC"`) {
+		t.Fatalf("a changed result is reported with its path: %s", r.Text())
+	}
+
+	// A change in the order of syscalls.
+	changed = strings.Replace(c.SourceCode, `const now = await libos.syscall("clock.now", { timezone: args.timezone });`, "", 1)
+	changed = strings.Replace(changed, "return {", `const now = await libos.syscall("clock.now", { timezone: args.timezone }); return {`, 1)
+	r, err = tools.Replay(context.Background(), w.st, sandbox(t), pid, call, tools.ReplayOptions{Source: changed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != tools.VerdictDifferent || r.Diff.Kind != "syscall_order" || *r.Diff.Syscall != 0 {
+		t.Fatalf("a changed order is reported at its first syscall: %s", r.Text())
+	}
+
+	all, err := tools.ReplayAll(context.Background(), w.st, sandbox(t), pid, tools.ReplayOptions{})
+	if err != nil || len(all) != 2 || tools.Summary(all) != "2 same, 0 different, 0 not replayable" {
+		t.Fatalf("replay --all: %v %v", all, err)
+	}
+}
+
+// "It refuses, with a typed error naming the reason, a call that is unsettled,
+// truncated, or whose data the image's data-flow rules forbid exporting … a call of a
+// built-in tool".
+func TestExportRefusals(t *testing.T) {
+	w := newWorld(t)
+	cand := replayCandidate(t, "clock_visits")
+	ctx := context.Background()
+
+	t.Run("built-in tool", func(t *testing.T) {
+		pid := w.spawn(t, engine.Direct)
+		call, err := w.callID(t, pid, tools.EchoName, `{"x":1}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tools.ExportTape(w.st, pid, call); !codeIs(err, tools.CodeNotJITTool) {
+			t.Fatalf("export of an echo call: %v", err)
+		}
+		if r, err := tools.Replay(ctx, w.st, sandbox(t), pid, call, tools.ReplayOptions{}); err != nil || r.Verdict != tools.VerdictNotReplayable || r.Code != string(tools.CodeNotJITTool) {
+			t.Fatalf("replay of an echo call: %+v %v", r, err)
+		}
+	})
+
+	t.Run("unknown call", func(t *testing.T) {
+		pid := w.spawn(t, engine.Direct)
+		if _, err := tools.ExportTape(w.st, pid, "call_nope"); !codeIs(err, tools.CodeCallNotFound) {
+			t.Fatalf("export of an unknown call: %v", err)
+		}
+		if _, err := tools.ExportTape(w.st, "no-such-pid", "call_nope"); !codeIs(err, tools.CodeCallNotFound) {
+			t.Fatalf("export of an unknown process: %v", err)
+		}
+	})
+
+	t.Run("truncated", func(t *testing.T) {
+		img, err := tools.DefaultImage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		img.Tools, img.BaseTools, img.Skills = lifecycle, nil, nil
+		img.Limits.Journal.MaxEntryBytes = 20 // clock.now's result is larger
+		pid, err := w.k.SpawnImage(ctx, img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, cand)))
+		call, err := w.callID(t, pid, "clock_visits", `{"timezone":"UTC"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tools.ExportTape(w.st, pid, call); !codeIs(err, tools.CodeJournalTruncated) {
+			t.Fatalf("export of a call with a truncated journal: %v", err)
+		}
+	})
+
+	t.Run("failed call", func(t *testing.T) {
+		pid := w.registerCandidate(t, cand, "clock:now") // no kv:read: the call fails
+		call, err := w.callID(t, pid, "clock_visits", `{"timezone":"UTC"}`)
+		if err == nil {
+			t.Fatal("the call should fail without kv:read")
+		}
+		if _, err := tools.ExportTape(w.st, pid, call); !codeIs(err, tools.CodeNotReplayable) {
+			t.Fatalf("export of a failed call: %v", err)
+		}
+		// The failure replays: the refusal the code did not catch is the same.
+		r, err := tools.Replay(ctx, w.st, sandbox(t), pid, call, tools.ReplayOptions{})
+		if err != nil || r.Verdict != tools.VerdictSame {
+			t.Fatalf("replay of a failed call: %+v %v", r, err)
+		}
+	})
+}
+
+var _ = store.ErrNotFound
