@@ -122,7 +122,7 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 		sb.Close(ctx)
 		return nil, fmt.Errorf("libos: JIT tools: %w", err)
 	}
-	builtins := append([]engine.Tool{tools.Echo(), tools.Skill()}, jit.Tools()...)
+	builtins := append([]engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}, jit.Tools()...)
 	builtins = append(builtins, opts.Tools...)
 	cfg := engine.Config{
 		Builtins:        builtins,
@@ -177,6 +177,12 @@ func usableDir(dir string) error {
 	f.Close()
 	return os.Remove(f.Name())
 }
+
+// Store is the durable store the System owns, for components that keep their own
+// records in a process's event log beside the kernel's (the agent loop's Log). It is
+// closed by Close. Processes, tools and calls go through the kernel (the methods of
+// System), never through the store directly.
+func (s *System) Store() *store.Store { return s.st }
 
 // Dir is the store's directory.
 func (s *System) Dir() string { return s.dir }
