@@ -21,7 +21,12 @@ func TestDemo(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("demo exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"propose_jit_tool", "run_jit_tool", "capability_denied", "schema_invalid", "all three logs verify", "libos serve", "demo complete"} {
+	// Egress: "A JIT tool, authored through propose/validate/register in the demo, that
+	// fetches JSON from an allow-listed loopback server with a secret header and
+	// returns a summary; the same tool refused when the image drops the host; the audit
+	// log showing each decision."
+	for _, want := range []string{"propose_jit_tool", "run_jit_tool", "capability_denied", "schema_invalid", "all three logs verify", "libos serve", "demo complete",
+		`"stars":60`, "error host_not_allowed", "allowed at done: GET 127.0.0.1:", "denied at policy (host_not_allowed): GET", "secrets sent: DEMO_TOKEN"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the demo never shows %q", want)
 		}
@@ -173,6 +178,17 @@ func TestInspectCommands(t *testing.T) {
 	r = libos(t, `{"type":"function","function":{"name":"echo","arguments":"{\"a\":1}"}}`, "call", pid, "--frame", "-", "--data", data)
 	if r.code != 0 || r.stdout != "{\"a\":1}\n" {
 		t.Errorf("call --frame: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	// Protocol-diagnostics seed: for a frame that fails before echo runs, "use
+	// provider/repair/audit evidence": the operator reads the rejected frame itself.
+	r = libos(t, `{"name":"echo","arguments":"[\"REPAIR-ME\"]"}`, "call", pid, "--frame", "-", "--data", data)
+	if r.code == 0 || !strings.Contains(r.stderr, "protocol_frame") || strings.Contains(r.stderr, "REPAIR-ME") {
+		t.Errorf("call --frame with array arguments: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	r = libos(t, "", "events", pid, "--rejected", "--data", data)
+	if r.code != 0 || !strings.Contains(r.stdout, `REPAIR-ME`) || !strings.Contains(r.stdout, "protocol_frame") ||
+		!strings.Contains(r.stdout, "sha256 ") || strings.Contains(r.stdout, "tool_called") {
+		t.Errorf("events --rejected: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	r = libos(t, "", "events", pid, "--verify", "--data", data)
 	if r.code != 0 || !strings.Contains(r.stdout, "tool_called") || !strings.Contains(r.stdout, "call_rejected") || !strings.Contains(r.stderr, "hash chain intact") {
