@@ -81,15 +81,14 @@ func checkFetch(c *call) error {
 	if err != nil {
 		return netErr(CodeURLInvalid, err.Error())
 	}
-	c.ev.Net = &auditNet{Host: t.authority(), Path: t.path}
-	if !hostAllowed(n.allow, t) {
-		return netErr(CodeHostNotAllowed, fmt.Sprintf("host %s is not in the image's allow-list", t.authority()))
-	}
 	method := c.str("method")
 	if method == "" {
 		method = "GET"
 	}
-	c.ev.Net.Method = method
+	c.ev.Net = &auditNet{Method: method, Host: t.authority(), Path: t.path}
+	if !hostAllowed(n.allow, t) {
+		return netErr(CodeHostNotAllowed, fmt.Sprintf("host %s is not in the image's allow-list", t.authority()))
+	}
 	if !n.methods[method] {
 		return netErr(CodeMethodNotAllowed, fmt.Sprintf("method %s is not allowed by the image (allowed: %s)", method, strings.Join(sortedNames(n.methods), ", ")))
 	}
@@ -121,7 +120,7 @@ func checkFetch(c *call) error {
 		canon := http.CanonicalHeaderKey(k)
 		switch {
 		case !headerToken.MatchString(k):
-			return argErr(c, fmt.Sprintf("header name %q is not an HTTP token", clip(k, 64)))
+			return argErr(c, fmt.Sprintf("header name %q is not an HTTP token", liberr.Clip(k, 64)))
 		case hopHeaders[canon]:
 			return argErr(c, fmt.Sprintf("header %s is set by the host, not the guest", canon))
 		case seen[canon]:
@@ -165,7 +164,7 @@ func (p *Policy) substitute(headers [][2]string, t target, read func(*secret) (s
 			name := placeholder.FindStringSubmatch(m)[1]
 			s, ok := p.secrets[name]
 			if !ok {
-				ferr = netErr(CodeSecretNotAllowed, fmt.Sprintf("header %s names secret %q, which the image does not declare", h[0], clip(name, 64)))
+				ferr = netErr(CodeSecretNotAllowed, fmt.Sprintf("header %s names secret %q, which the image does not declare", h[0], liberr.Clip(name, 64)))
 				return ""
 			}
 			if !hostAllowed(s.hosts, t) {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/agentlibos/libos/liberr"
 )
 
 // Syscaller is supplied by the caller: the syscall router in production, a tape in
@@ -108,7 +110,8 @@ type Stats struct {
 	// memory never shrinks, so it bounds the call's peak from above.
 	PeakMemory int64
 	// Fuel is the guest work the call did, in the unit of Limits.Fuel: deterministic
-	// for a call that was not stopped by time or by its caller.
+	// for a call that was not stopped by time or by its caller. For a call that ended
+	// in a trap it counts up to the guest's last request for fuel.
 	Fuel int64
 }
 
@@ -247,10 +250,13 @@ func (in *instance) call(ctx context.Context, c *call, program string, args []by
 		in.fuel.Set(uint64(c.fuelGrant))
 	}
 	callErr := in.run.CallWithStack(ctx, st)
-	if in.fuel != nil {
+	// The guest keeps the counter in a local of each function and stores it in the
+	// global on every way out: after a return the global is exact; after a trap it may
+	// be stale, and the count stays at what the last request for fuel reported.
+	if in.fuel != nil && callErr == nil {
 		c.fuelUsed += c.fuelGrant - int64(in.fuel.Get())
-		c.fuelGrant = 0
 	}
+	c.fuelGrant = 0
 	if callErr != nil {
 		in.broken = true
 		return trapError(c, in, callErr)
@@ -348,7 +354,7 @@ func guestError(c *call, in *instance, out []byte) error {
 		in.broken = true
 		return &Error{Code: CodeTrap, Message: "guest reported an error that is not an error object"}
 	}
-	e := &Error{Code: g.Code, Message: clipText(g.Message), Path: clipText(g.Path), Stack: clipText(g.Stack)}
+	e := &Error{Code: g.Code, Message: liberr.Clip(g.Message, maxErrorText), Path: liberr.Clip(g.Path, maxErrorText), Stack: liberr.Clip(g.Stack, maxErrorText)}
 	switch g.Code {
 	case "interrupted":
 		// The guest stopped because poll or syscall said so; the host knows why.
@@ -393,7 +399,7 @@ func inexactError(where, ptr, num, became string) *Error {
 	}
 	return &Error{Code: CodeNumberInexact, Path: ptr, Message: fmt.Sprintf(
 		"%s: the number %s at %s cannot be held exactly by a JavaScript number (a double): the program would see %s; send it as a string",
-		where, clipText(num), at, became)}
+		where, liberr.Clip(num, maxErrorText), at, became)}
 }
 
 // stopError is the error for a call the host stopped.

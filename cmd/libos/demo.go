@@ -30,7 +30,10 @@ outcome is checked. It shows:
      jit-authoring Skill), and calling it in the direct projection;
   4. the same tool in the multiplexed projection, through run_jit_tool;
   5. a schema-invalid call rejected before execution, and a denied capability;
-  6. the audit log, verified;
+  6. governed egress: a JIT tool fetching JSON from an allow-listed loopback server
+     with a secret header it never sees, the same tool refused when the image drops
+     the host, and the audit log of each decision;
+  7. the audit log, verified;
 
 and ends with how to start 'libos serve' and connect a client. Exit status 0 when
 every step behaved as shown.`,
@@ -158,12 +161,18 @@ func (d *demo) toolNames(pid string) string {
 // authorClock proposes, validates and registers the clock tool in pid; show prints
 // the frames.
 func (d *demo) authorClock(pid string, show bool) error {
+	return d.author(pid, clockCandidate, "clock_now", show)
+}
+
+// author proposes, validates and registers candidate (named name) in pid; show prints
+// the frames.
+func (d *demo) author(pid, candidate, name string, show bool) error {
 	if !show {
-		d.say("propose_jit_tool, validate_jit_tool, register_jit_tool: the same candidate as in step 3")
+		d.say("propose_jit_tool, validate_jit_tool, register_jit_tool: the same candidate as above")
 		d.quiet = true
 		defer func() { d.quiet = false }()
 	}
-	compact := strings.Join(strings.Fields(clockCandidate), " ")
+	compact := strings.Join(strings.Fields(candidate), " ")
 	res, err := expectOK(d.call(pid, `{"name":"propose_jit_tool","arguments":`+compact+`}`))
 	if err != nil {
 		return err
@@ -174,13 +183,13 @@ func (d *demo) authorClock(pid string, show bool) error {
 		return err
 	}
 	if !strings.Contains(res.Text, `"ok":true`) {
-		return fmt.Errorf("the clock tool did not validate: %s", res.Text)
+		return fmt.Errorf("%s did not validate: %s", name, res.Text)
 	}
 	res, err = expectOK(d.call(pid, `{"name":"register_jit_tool","arguments":{"candidate_id":"`+cid+`"}}`))
 	if err != nil {
 		return err
 	}
-	if field(res, "name") != "clock_now" || field(res, "scope") != "ephemeral_process" {
+	if field(res, "name") != name || field(res, "scope") != "ephemeral_process" {
 		return fmt.Errorf("unexpected registration %s", res.Text)
 	}
 	return nil
@@ -220,7 +229,7 @@ func (d *demo) run() error {
 	if err := expectCode("protocol_frame", second(d.call(pid, `{"name":"echo","arguments":"[1,2,3]"}`))); err != nil {
 		return err
 	}
-	r, err := diag.Run(d.ctx, k, d.sys.st, pid, diag.Options{})
+	r, err := diag.Run(d.ctx, k, pid, diag.Options{})
 	if err != nil {
 		return err
 	}
@@ -287,8 +296,12 @@ func (d *demo) run() error {
 		return err
 	}
 
+	if err := d.egress(); err != nil {
+		return err
+	}
+
 	d.title("The audit log: every call, rejection and decision, hash-chained")
-	evs, err := d.sys.st.Events(pid, 0, 1000)
+	evs, err := d.sys.Events(pid, 0, 1000)
 	if err != nil {
 		return err
 	}
@@ -306,7 +319,7 @@ func (d *demo) run() error {
 	}
 	d.say("%s: %d events: %s", pid, len(evs), strings.Join(parts, ", "))
 	for _, p := range []string{pid, mpid, npid} {
-		if err := d.sys.st.Verify(p); err != nil {
+		if err := d.sys.VerifyLog(p); err != nil {
 			return fmt.Errorf("the log of %s does not verify: %w", p, err)
 		}
 	}
