@@ -201,7 +201,7 @@ func (s *System) RenderTools(pid string, p render.Provider) (json.RawMessage, er
 	return render.Tools(defs, p)
 }
 
-// MCPServer is an MCP server for process pid, to run on a transport (Server.Transport
+// MCPServer is an MCP server for process pid, to run on a transport (Server.Stdio
 // for stdio, Server.Wrap for any transport of the MCP Go SDK) or to mount as a
 // streamable HTTP handler (Server.Handler). Empty opts.Instructions become the
 // process's instructions (its Skill catalog). Close the server when done with it.

@@ -154,6 +154,28 @@ func hostArgs(args json.RawMessage, lim Limits) (jsonx.Value, error) {
 	return v, protocolErr("arguments must be a JSON object, got %s", v.Kind)
 }
 
+// viaTransport marks a frame refused by the transport in front of the adapter.
+const viaTransport = "transport"
+
+// RejectFrame records that a message addressed to process pid was refused by the
+// transport in front of the adapter (a JSON-RPC message that is not exact JSON, a
+// batch, an envelope or params member of the wrong case, type or number) and returns
+// the protocol_frame error that says why. Nothing was dispatched: like every frame the
+// adapter refuses, the refusal is a protocol_rejected event, never a tool failure. The
+// error is a storage error when the refusal could not be recorded.
+func (k *Kernel) RejectFrame(ctx context.Context, pid string, frame []byte, reason string) error {
+	err := protocolErr("%s", reason)
+	if e := k.enter(); e != nil {
+		return errors.Join(err, e)
+	}
+	defer k.calls.Done()
+	p, perr := k.process(pid)
+	if perr != nil {
+		return errors.Join(err, perr)
+	}
+	return k.rejectFrame(ctx, p, viaTransport, frame, err)
+}
+
 // rejectFrame records a protocol rejection (never a tool failure) and returns err,
 // or a storage error when the rejection could not be recorded.
 func (k *Kernel) rejectFrame(ctx context.Context, p *process, via string, frame []byte, err error) error {

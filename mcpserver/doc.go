@@ -15,16 +15,19 @@
 // legacy action), so that every decision about a call is the kernel's and reaches the
 // audit log.
 //
-// Data: JSON-RPC messages arrive on the stdio transport (Transport), the streamable
-// HTTP handler (Handler) or any other transport of the SDK through Wrap, which look at
-// each tools/call before the SDK decodes it:
-// params with a key other than name, arguments and _meta, or a key twice, would lose
-// those keys in the SDK's decoding, so they are passed on raw and become the frame
-// {"method":"tools/call","params":<params as sent>}, which the adapter refuses
-// (protocol_frame, recorded as protocol_rejected). The SDK decodes the rest; a
-// receiving middleware takes every tools/call before the SDK's own lookup and builds
+// Data: JSON-RPC messages arrive on the stdio transport (Stdio, one message per line),
+// the streamable HTTP handler (Handler, one per POST) or any other transport of the SDK
+// through Wrap. Each is parsed exactly once
+// before the SDK sees it (gate.go): one exact JSON object and nothing after it, JSON-RPC
+// members only and in their exact case, no duplicate key, ids the SDK carries exactly,
+// params that are objects, and tools/call params of exactly name, arguments and _meta.
+// A message that fails is never dispatched: the client gets a JSON-RPC error with
+// data.code protocol_frame, the process's log a protocol_rejected event
+// (engine.Kernel.RejectFrame), and a stdio session reads on. The SDK decodes the rest;
+// a receiving middleware takes every tools/call before the SDK's own lookup and builds
 // the frame {"name", "arguments"} from the name and the raw, undecoded arguments bytes,
-// for engine.Kernel.HandleFrame.
+// for engine.Kernel.HandleFrame. A session ends only when every request passed to the
+// SDK has been answered (stdio), or after the POSTs in flight (Wait).
 // The SDK's tool registry is a mirror of the projection, refreshed when the kernel
 // reports a change (engine.Kernel.OnToolsChanged), so the SDK answers tools/list from
 // it and sends notifications/tools/list_changed.

@@ -27,9 +27,8 @@ type Server struct {
 	mirrored map[string]string // tool name → its rendered MCP definition
 	unsub    func()
 
-	// rawKey is the _meta key under which the transports pass on the raw params of a
-	// tools/call that the SDK would decode only in part (see params.go).
-	rawKey string
+	// posts counts the HTTP POSTs in flight (see Handler and Wait).
+	posts sync.WaitGroup
 }
 
 // Options configure New.
@@ -49,7 +48,7 @@ func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{k: k, pid: pid, log: log, mirrored: map[string]string{}, rawKey: newRawKey()}
+	s := &Server{k: k, pid: pid, log: log, mirrored: map[string]string{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       log,
@@ -72,8 +71,8 @@ func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// MCP is the SDK server. Serve it on Transport or Handler: other transports skip the
-// check of tools/call params keys (see params.go).
+// MCP is the SDK server. Serve it through Stdio, Transport or Handler: other
+// transports skip the exact check of every message (see gate.go).
 func (s *Server) MCP() *mcp.Server { return s.srv }
 
 // Close stops following the kernel's tool changes. It does not close sessions.
@@ -180,13 +179,11 @@ func (s *Server) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if req.Params == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
 	}
-	frame, raw := s.rawFrame(req)
-	if !raw {
-		var err error
-		frame, err = Frame(req.Params.Name, req.Params.Arguments)
-		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-		}
+	// The transports checked the message exactly (gate.go), so the SDK's decoding of
+	// the name is the name as sent, and the arguments are the bytes as sent.
+	frame, err := Frame(req.Params.Name, req.Params.Arguments)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	res, err := s.k.HandleFrame(ctx, s.pid, frame)
 	if err != nil {

@@ -8,20 +8,20 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Wrap puts the tools/call params check in front of any transport of the MCP Go SDK
-// (an in-memory transport, a command transport, one of the embedder's own), as
-// Transport does for stdio and Handler for streamable HTTP: a tools/call whose params
-// are not a plain {name, arguments, _meta} object reaches the kernel whole, and is
-// refused as protocol_frame, instead of losing keys in the SDK's decoding. Messages
-// arrive decoded from such a transport, but their params are still the raw bytes that
-// were sent.
+// Wrap puts the exact check of every message (gate.go) in front of any transport of
+// the MCP Go SDK (an in-memory transport, a command transport, one of the embedder's
+// own), as Stdio does for stdio and Handler for streamable HTTP. Messages arrive
+// decoded from such a transport, so what its decoder already took apart (a duplicated
+// envelope member) is out of reach; their params are still the raw bytes that were
+// sent, and are checked as on the other transports: a refused message is answered
+// with a protocol_frame error, recorded as protocol_rejected and never dispatched.
 func (s *Server) Wrap(t mcp.Transport) mcp.Transport {
-	return &wrapped{t: t, rawKey: s.rawKey}
+	return &wrapped{t: t, s: s}
 }
 
 type wrapped struct {
-	t      mcp.Transport
-	rawKey string
+	t mcp.Transport
+	s *Server
 }
 
 func (w *wrapped) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -29,39 +29,42 @@ func (w *wrapped) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wrappedConn{Connection: c, rawKey: w.rawKey}, nil
+	return &wrappedConn{Connection: c, s: w.s}, nil
 }
 
 type wrappedConn struct {
 	mcp.Connection
-	rawKey string
+	s *Server
 }
 
 func (c *wrappedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	req, ok := msg.(*jsonrpc.Request)
-	if err != nil || !ok || req.Method != "tools/call" {
-		return msg, err
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		raw, err := jsonrpc.EncodeMessage(msg)
+		if err != nil {
+			// Params that are not JSON: the SDK refuses them itself.
+			return msg, nil
+		}
+		_, rej := checkMessage(raw)
+		if rej == nil {
+			return msg, nil
+		}
+		answer := c.s.refuse(ctx, raw, rej)
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || !req.ID.IsValid() {
+			continue // a notification or a response: nobody waits for an answer
+		}
+		var r struct {
+			Error *jsonrpc.Error `json:"error"`
+		}
+		if json.Unmarshal(answer, &r) != nil || r.Error == nil {
+			continue
+		}
+		if err := c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: r.Error}); err != nil {
+			return nil, err
+		}
 	}
-	env, err := json.Marshal(struct {
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params,omitempty"`
-	}{req.Method, req.Params})
-	if err != nil {
-		// Params that are not JSON: the SDK refuses them itself.
-		return msg, nil
-	}
-	out, changed := rewriteRequest(env, c.rawKey)
-	if !changed {
-		return msg, nil
-	}
-	var nr struct {
-		Params json.RawMessage `json:"params"`
-	}
-	if json.Unmarshal(out, &nr) != nil {
-		return msg, nil
-	}
-	cp := *req
-	cp.Params = nr.Params
-	return &cp, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -188,22 +187,21 @@ func processOf(k *engine.Kernel, img *image.Image) (string, error) {
 
 // serveStdio runs the protocol on stdin/stdout until the client closes stdin or a
 // signal arrives. On a signal, the kernel stops taking calls and waits for the calls in
-// flight to settle while the connection is still open, so their answers reach the
-// client; then the connection closes.
+// flight to settle, and the session ends once every request read has been answered:
+// the answers of the calls that ran reach the client before serve exits. A line that
+// is not one exact JSON-RPC message is answered with an error and the session goes on.
 func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserver.Server) error {
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
+	stopped := make(chan struct{})
+	defer close(stopped)
 	go func() {
 		select {
 		case <-ctx.Done():
 			e.log.Info("stopping: waiting for calls in flight")
 			_ = sys.k.Close()
-			cancel()
-		case <-runCtx.Done():
+		case <-stopped:
 		}
 	}()
-	err := bridge.MCP().Run(runCtx, bridge.Transport(e.stdin, e.stdout))
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, mcp.ErrConnectionClosed) {
+	if err := bridge.Stdio(ctx, e.stdin, e.stdout); err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("serve: %w", err)}
 	}
 	e.log.Info("stopped")
@@ -235,8 +233,15 @@ func serveHTTP(ctx context.Context, e *env, sys *system, bridge *mcpserver.Serve
 	}
 	e.log.Info("stopping: waiting for calls in flight")
 	_ = sys.k.Close()
-	// Answers of the settled calls are still being written: give them a moment, then
-	// end the sessions, whose event streams (GET /mcp) never end by themselves.
+	// The calls are settled; their answers are being written. Wait for every POST in
+	// flight to be answered, then end the sessions, whose event streams (GET /mcp)
+	// never end by themselves. The bound only guards against a client that stops
+	// reading its answer.
+	waitCtx, cancelWait := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelWait()
+	if err := bridge.Wait(waitCtx); err != nil {
+		e.log.Warn("stopping: a client is not reading its answer", "err", err)
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(shutdownCtx); err != nil {

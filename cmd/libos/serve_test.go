@@ -516,8 +516,9 @@ func TestServeParamsKeys(t *testing.T) {
 		post(initialize)
 		post(initialized)
 		body := post(bogus)
-		// The answer comes as one server-sent event: "data: {...}".
+		// The answer is a JSON body, or one server-sent event "data: {...}".
 		var a answer
+		_ = json.Unmarshal(body, &a)
 		for _, line := range strings.Split(string(body), "\n") {
 			if d, ok := strings.CutPrefix(line, "data: "); ok {
 				_ = json.Unmarshal([]byte(d), &a)

@@ -24,6 +24,10 @@ func Decode(data []byte, maxDepth int) (any, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("invalid UTF-8")
 	}
+	if at := loneSurrogate(data); at >= 0 {
+		// encoding/json would decode it as U+FFFD: a different string than was sent.
+		return nil, fmt.Errorf("invalid UTF-8: lone surrogate escape at byte %d", at)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	v, err := value(dec, 0, maxDepth)
@@ -34,6 +38,62 @@ func Decode(data []byte, maxDepth int) (any, error) {
 		return nil, errors.New("trailing data after the JSON value")
 	}
 	return v, nil
+}
+
+// loneSurrogate returns the offset of the first \\u escape of a UTF-16 surrogate that
+// is not half of a high-low pair, or -1. A string escape that names no Unicode
+// character cannot be decoded exactly.
+func loneSurrogate(data []byte) int {
+	in := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == '"':
+			in = !in
+		case c == '\\' && in && i+1 < len(data):
+			if data[i+1] != 'u' {
+				i++ // the escaped byte, a quote perhaps
+				continue
+			}
+			r := hex4(data, i+2)
+			switch {
+			case r >= 0xd800 && r < 0xdc00:
+				if i+12 > len(data) || data[i+6] != '\\' || data[i+7] != 'u' {
+					return i
+				}
+				if r2 := hex4(data, i+8); r2 < 0xdc00 || r2 > 0xdfff {
+					return i
+				}
+				i += 11
+			case r >= 0xdc00 && r <= 0xdfff:
+				return i
+			default:
+				i += 5
+			}
+		}
+	}
+	return -1
+}
+
+// hex4 is the value of the four hex digits at data[at:], or -1.
+func hex4(data []byte, at int) rune {
+	if at+4 > len(data) {
+		return -1
+	}
+	var r rune
+	for _, c := range data[at : at+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return r
 }
 
 func value(dec *json.Decoder, depth, maxDepth int) (any, error) {

@@ -49,3 +49,28 @@ func TestDecodeExact(t *testing.T) {
 		t.Errorf("depth 3: %v", err)
 	}
 }
+
+// TestLoneSurrogate: exact decoding means "valid UTF-8"; an escape of half a
+// surrogate pair names no character (encoding/json would decode it as U+FFFD, a
+// different string than was sent), so it is refused; a whole pair is a character.
+func TestLoneSurrogate(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{
+		{`"\ud83d\ude00"`, true},
+		{`"\u00e9"`, true},
+		{`"\\udc00"`, true}, // an escaped backslash, then text
+		{`"\ud800"`, false},
+		{`"\udc00"`, false},
+		{`"\ud800x"`, false},
+		{`"\ud800\u0041"`, false},
+		{`{"\udfff":1}`, false},
+		{`["a","\\\udc00"]`, false},
+	} {
+		_, err := Decode([]byte(c.in), 0)
+		if (err == nil) != c.ok {
+			t.Errorf("Decode(%s): %v, want ok=%v", c.in, err, c.ok)
+		}
+	}
+}
