@@ -111,7 +111,7 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 		sb.Close(ctx)
 		return nil, fmt.Errorf("libos: JIT tools: %w", err)
 	}
-	builtins := append([]engine.Tool{tools.Echo(), tools.Skill()}, jit.Tools()...)
+	builtins := append([]engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}, jit.Tools()...)
 	builtins = append(builtins, opts.Tools...)
 	k, err := engine.Open(ctx, st, engine.Config{
 		Builtins:        builtins,

@@ -104,8 +104,11 @@
 // image.ParseSkill reads a SKILL.md (front matter name, description, allowed-tools).
 // Loading an image refuses a Skill whose allowed-tools names run_jit_tool or a tool the image
 // lacks. Instructions and Skills render the catalog; the Skill tool (package tools)
-// calls Call.ActivateSkill. While Skills are active, a model call (or a tools.call
-// made under one) passes only for the base tools, activate_skill, the active Skills'
+// calls Call.ActivateSkill, the deactivate_skill tool Call.DeactivateSkill (the
+// operator's is Kernel.DeactivateSkill). An active Skill's allowed-tools names the
+// tools its workflow uses and takes none away, unless the image sets skill_gate:
+// strict: then, while Skills are active, a model call (or a tools.call made under one)
+// passes only for the base tools, the two Skill tools, the active Skills'
 // allowed-tools and, when one of them allows register_jit_tool, the process's JIT
 // tools. Activation is durable; the catalog and activations never name a JIT tool in
 // the multiplexed projection.

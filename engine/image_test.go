@@ -55,7 +55,7 @@ func TestGoodImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	if def.Name != "default" || !slices.Equal(def.Capabilities, []string{"clock:now", "kv:read", "kv:write", "tools:call"}) ||
-		!slices.Equal(def.Tools, []string{"echo", "propose_jit_tool", "validate_jit_tool", "register_jit_tool", "activate_skill"}) ||
+		!slices.Equal(def.Tools, []string{"echo", "propose_jit_tool", "validate_jit_tool", "register_jit_tool", "activate_skill", "deactivate_skill"}) ||
 		len(def.Skills) != 2 || def.Skills[0].Name != "protocol-diagnostics" || def.Skills[1].Name != "jit-authoring" {
 		t.Fatalf("default image = %+v", def)
 	}

@@ -22,7 +22,7 @@ func BenchmarkLoadDefaultImage(b *testing.B) {
 func BenchmarkSpawnImage(b *testing.B) {
 	img := loadImage(b, "echo.yaml")
 	ctx := context.Background()
-	e2 := newEnv(b, engine.Config{Builtins: []engine.Tool{tools.Echo(), tools.Skill()}})
+	e2 := newEnv(b, engine.Config{Builtins: []engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := e2.k.SpawnImage(ctx, img); err != nil {
@@ -33,7 +33,7 @@ func BenchmarkSpawnImage(b *testing.B) {
 
 // BenchmarkEchoSkillGate: an echo call while a Skill is active (the gate on the path).
 func BenchmarkEchoSkillGate(b *testing.B) {
-	e := newEnv(b, engine.Config{Builtins: []engine.Tool{tools.Echo(), tools.Skill()}})
+	e := newEnv(b, engine.Config{Builtins: []engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}})
 	ctx := context.Background()
 	img := loadImage(b, "echo.yaml")
 	img.Limits.MaxCalls = 0
@@ -55,7 +55,7 @@ func BenchmarkEchoSkillGate(b *testing.B) {
 
 // BenchmarkCheckpointFork: a checkpoint of a process with 100 kv entries, then a fork.
 func BenchmarkCheckpointFork(b *testing.B) {
-	e := newEnv(b, engine.Config{Builtins: []engine.Tool{tools.Echo(), tools.Skill()}})
+	e := newEnv(b, engine.Config{Builtins: []engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}})
 	ctx := context.Background()
 	pid, err := e.k.SpawnImage(ctx, loadImage(b, "echo.yaml"))
 	if err != nil {

@@ -520,7 +520,8 @@ func (k *Kernel) ListProcesses() ([]ProcessInfo, error) {
 // when an active Skill allows register_jit_tool — the process's JIT tools. Call with
 // p.mu held (read).
 func (p *process) skillAllows(e *entry) (bool, string) {
-	if len(p.active) == 0 || e.Name == SkillToolName || slices.Contains(p.img.BaseTools, e.Name) {
+	if p.img.SkillGate != image.SkillGateStrict || len(p.active) == 0 || e.Name == SkillToolName ||
+		e.Name == DeactivateSkillToolName || slices.Contains(p.img.BaseTools, e.Name) {
 		return true, ""
 	}
 	for _, name := range p.active {

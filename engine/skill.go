@@ -13,6 +13,10 @@ import (
 // SkillToolName is the built-in tool that activates a Skill (image.SkillToolName).
 const SkillToolName = image.SkillToolName
 
+// DeactivateSkillToolName is the built-in tool that deactivates a Skill
+// (image.DeactivateSkillToolName).
+const DeactivateSkillToolName = image.DeactivateSkillToolName
+
 // jitRegistrar is the lifecycle tool that registers JIT tools. A Skill whose
 // allowed-tools names it lets the process's registered JIT tools through the Skill gate:
 // the authoring workflow ends by calling the tool it registered.
@@ -75,7 +79,12 @@ func (k *Kernel) Instructions(pid string) (string, error) {
 		if b.Len() > 0 {
 			b.WriteString("\n\n")
 		}
-		fmt.Fprintf(&b, "Skills (call %s {\"name\": …} to load one's instructions; while any is active, only its allowed tools can be called):\n", SkillToolName)
+		rule := "its allowed tools are the ones its workflow uses; no tool is taken away"
+		if p.img.SkillGate == image.SkillGateStrict {
+			rule = "while any is active, only its allowed tools can be called"
+		}
+		fmt.Fprintf(&b, "Skills (call %s {\"name\": …} to load one's instructions and %s {\"name\": …} to leave it; %s):\n",
+			SkillToolName, DeactivateSkillToolName, rule)
 		for _, s := range p.img.Skills {
 			mark := ""
 			if slices.Contains(p.active, s.Name) {
@@ -155,7 +164,7 @@ func (k *Kernel) activate(ctx context.Context, p *process, name, by string) (*Sk
 // DeactivateSkills deactivates every active Skill of pid (an operator's reset of the
 // Skill gate), recorded by a skill_deactivated event.
 func (k *Kernel) DeactivateSkills(ctx context.Context, pid string) error {
-	err := k.change(ctx, pid, "deactivate Skills", EventSkillDeactivated, nil, func(p *process) (func(), error) {
+	err := k.change(ctx, pid, "deactivate Skills", EventSkillDeactivated, map[string]any{"by": "operator"}, func(p *process) (func(), error) {
 		old := p.active
 		p.active = nil
 		return func() { p.active = old }, nil
@@ -164,4 +173,47 @@ func (k *Kernel) DeactivateSkills(ctx context.Context, pid string) error {
 		k.notify(pid)
 	}
 	return err
+}
+
+// DeactivateSkill deactivates the active Skill name of pid (the operator's side of the
+// deactivate_skill tool), recorded by a skill_deactivated event. It returns the Skills
+// still active.
+func (k *Kernel) DeactivateSkill(ctx context.Context, pid, name string) ([]string, error) {
+	p, err := k.process(pid)
+	if err != nil {
+		return nil, err
+	}
+	return k.deactivate(ctx, p, name, "operator")
+}
+
+// DeactivateSkill deactivates Skill name in the calling process; it is what the
+// deactivate_skill tool's handler calls. See Kernel.DeactivateSkill.
+func (c *Call) DeactivateSkill(ctx context.Context, name string) ([]string, error) {
+	if c.k == nil || c.p == nil {
+		return nil, errorf(CodeInvalidConfig, "this call was not made by a kernel")
+	}
+	return c.k.deactivate(ctx, c.p, name, c.Via)
+}
+
+func (k *Kernel) deactivate(ctx context.Context, p *process, name, by string) ([]string, error) {
+	if _, ok := p.img.Skill(name); !ok {
+		return nil, errorf(CodeUnknownSkill, "no Skill %q in this process", clipString(name, 80))
+	}
+	err := k.change(ctx, p.pid, "deactivate Skill "+name, EventSkillDeactivated,
+		map[string]any{"skill": name, "by": by}, func(p *process) (func(), error) {
+			i := slices.Index(p.active, name)
+			if i < 0 {
+				return nil, errorf(CodeInvalidState, "Skill %s is not active", name)
+			}
+			old := p.active
+			p.active = slices.Delete(slices.Clone(p.active), i, i+1)
+			return func() { p.active = old }, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	k.notify(p.pid)
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return append([]string{}, p.active...), nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
@@ -27,12 +28,13 @@ func toolNames(t testing.TB, k *engine.Kernel, pid string) []string {
 	return out
 }
 
-// TestSkillGate: "While Skills are active, a model call to a tool outside the image's
-// base tools and the active Skills' allowed-tools is refused at dispatch (typed error,
-// audited) — allowed-tools is a hard limit, not a hint", durable across a reopen.
+// TestSkillGate: with the image option skill_gate: strict, "while Skills are active, a
+// model call to a tool outside the image's base tools and the active Skills'
+// allowed-tools is refused at dispatch (typed error, audited)", durable across a reopen.
 func TestSkillGate(t *testing.T) {
 	w := newWorld(t, engine.Config{}, syscalls.RouterConfig{})
 	def, _ := tools.DefaultImage()
+	def.SkillGate = image.SkillGateStrict
 	pid := w.spawnImage(t, def)
 	w.register(t, pid, doubler("double"))
 
@@ -64,7 +66,7 @@ func TestSkillGate(t *testing.T) {
 				t.Fatalf("%s: the refusal is not audited: %s", when, rej.Data)
 			}
 		}
-		if got := toolNames(t, w.k, pid); !slices.Equal(got, []string{tools.SkillName, "echo"}) {
+		if got := toolNames(t, w.k, pid); !slices.Equal(got, []string{tools.SkillName, tools.DeactivateSkillName, "echo"}) {
 			t.Fatalf("%s: projected tools %v", when, got)
 		}
 	}
@@ -97,6 +99,91 @@ func TestSkillGate(t *testing.T) {
 	if _, err := w.call(pid, tools.ProposeName, doubler("other")); err != nil {
 		t.Fatal("the gate stayed after the operator deactivated every Skill")
 	}
+	// The model can leave a Skill itself, even under the strict gate.
+	w.mustCall(t, pid, tools.SkillName, `{"name":"protocol-diagnostics"}`)
+	if _, err := w.call(pid, tools.ProposeName, doubler("third")); !errors.Is(err, engine.ErrNotAllowed) {
+		t.Fatalf("strict gate: %v", err)
+	}
+	left := w.mustCall(t, pid, tools.DeactivateSkillName, `{"name":"protocol-diagnostics"}`)
+	if got := toStrings(left["active_skills"]); len(got) != 0 {
+		t.Fatalf("still active: %v", got)
+	}
+	if ev := lastOf(t, w.events(t, pid), engine.EventSkillDeactivated); field(t, ev, "skill") != "protocol-diagnostics" || field(t, ev, "by") != "model" {
+		t.Fatalf("the deactivation is not audited: %s", ev.Data)
+	}
+	if _, err := w.call(pid, tools.ProposeName, doubler("third")); err != nil {
+		t.Fatalf("after deactivate_skill: %v", err)
+	}
+	if _, err := w.call(pid, tools.DeactivateSkillName, `{"name":"protocol-diagnostics"}`); !errors.Is(err, engine.ErrInvalidState) {
+		t.Fatalf("deactivating an inactive Skill: %v", err)
+	}
+}
+
+// TestSkillsTakeNoToolAway: in the Agent Skills convention allowed-tools names the tools
+// a Skill's workflow uses, not the only tools a process may call. The protocol-
+// diagnostics Skill's own workflow — "Call echo once…", then "call the real target tool
+// with a small schema-valid, safe case", then "invoke the real registered tool … with a
+// small valid case and then with a deliberately schema-invalid case that must be
+// rejected before execution" — runs whole through the default image with only that
+// Skill active (allowed-tools: echo).
+func TestSkillsTakeNoToolAway(t *testing.T) {
+	for _, proj := range []engine.Projection{engine.Direct, engine.Multiplexed} {
+		t.Run(string(proj), func(t *testing.T) {
+			w := newWorld(t, engine.Config{}, syscalls.RouterConfig{})
+			def, _ := tools.DefaultImage()
+			def.Projection = proj
+			pid := w.spawnImage(t, def)
+			if instr, _ := w.k.Instructions(pid); strings.Contains(instr, "only its allowed tools") {
+				t.Fatalf("the instructions still say a Skill takes tools away:\n%s", instr)
+			}
+			before := toolNames(t, w.k, pid)
+			act := w.mustCall(t, pid, tools.SkillName, `{"name":"protocol-diagnostics"}`)
+			if !slices.Equal(toStrings(act["allowed_tools"]), []string{"echo"}) {
+				t.Fatalf("activation = %v", act)
+			}
+			if got := toolNames(t, w.k, pid); !slices.Equal(got, before) {
+				t.Fatalf("activating a Skill changed the tool list: %v -> %v", before, got)
+			}
+			// 2. echo.
+			if got := w.mustCall(t, pid, "echo", `{"nested":{"action":"keep"},"n":9007199254740993}`); got == nil {
+				t.Fatal("echo")
+			}
+			// 4. The real target tool: here the JIT lifecycle, then the tool it registers.
+			w.register(t, pid, doubler("double"))
+			call := func(args string) (map[string]any, error) {
+				if proj == engine.Multiplexed {
+					out, err := w.call(pid, engine.RunJITTool, `{"tool_name":"double","arguments":`+args+`}`)
+					if err != nil {
+						return nil, err
+					}
+					var m map[string]any
+					json.Unmarshal(out, &m)
+					return m, nil
+				}
+				out, err := w.call(pid, "double", args)
+				if err != nil {
+					return nil, err
+				}
+				var m map[string]any
+				json.Unmarshal(out, &m)
+				return m, nil
+			}
+			if got, err := call(`{"n":21}`); err != nil || got["n"] != float64(42) {
+				t.Fatalf("valid case: %v %v", got, err)
+			}
+			if _, err := call(`{"n":"21"}`); !errors.Is(err, engine.ErrSchemaInvalid) {
+				t.Fatalf("schema-invalid case: %v, want schema_invalid before execution", err)
+			}
+			if info, _ := w.k.Process(pid); !slices.Equal(info.ActiveSkills, []string{"protocol-diagnostics"}) {
+				t.Fatalf("active Skills %v", info.ActiveSkills)
+			}
+			// The model can leave the Skill.
+			w.mustCall(t, pid, tools.DeactivateSkillName, `{"name":"protocol-diagnostics"}`)
+			if info, _ := w.k.Process(pid); len(info.ActiveSkills) != 0 {
+				t.Fatalf("active Skills after deactivate_skill: %v", info.ActiveSkills)
+			}
+		})
+	}
 }
 
 // TestSkillGateMultiplexed: "In multiplexed mode no JIT names or schemas appear in any
@@ -106,6 +193,7 @@ func TestSkillGateMultiplexed(t *testing.T) {
 	w := newWorld(t, engine.Config{}, syscalls.RouterConfig{})
 	def, _ := tools.DefaultImage()
 	def.Projection = engine.Multiplexed
+	def.SkillGate = image.SkillGateStrict
 	pid := w.spawnImage(t, def)
 	const secret = "secret_tool_xyz"
 	w.register(t, pid, doubler(secret))

@@ -68,7 +68,7 @@ func (w *world) open(t testing.TB) {
 		t.Fatal(err)
 	}
 	cfg := w.cfg
-	cfg.Builtins = append(append([]engine.Tool{tools.Echo(), tools.Skill()}, jit.Tools()...), cfg.Builtins...)
+	cfg.Builtins = append(append([]engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}, jit.Tools()...), cfg.Builtins...)
 	cfg.JIT = jit
 	k, err := engine.Open(context.Background(), st, cfg)
 	if err != nil {

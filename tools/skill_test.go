@@ -23,7 +23,7 @@ func TestSkillTool(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	k, err := engine.Open(ctx, st, engine.Config{Builtins: []engine.Tool{tools.Echo(), tools.Skill()}})
+	k, err := engine.Open(ctx, st, engine.Config{Builtins: []engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}})
 	if err != nil {
 		t.Fatal(err)
 	}

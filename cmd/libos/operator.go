@@ -37,6 +37,7 @@ type opRequest struct {
 	Cap    string `json:"capability,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	After  uint64 `json:"after,omitempty"`
+	Name   string `json:"name,omitempty"`
 }
 
 type opError struct {
@@ -56,6 +57,11 @@ func operate(ctx context.Context, k *engine.Kernel, r opRequest) (any, error) {
 		return nil, k.Grant(ctx, r.PID, r.Cap)
 	case "revoke":
 		return nil, k.Revoke(ctx, r.PID, r.Cap)
+	case "deactivate_skill":
+		if r.Name == "" {
+			return nil, k.DeactivateSkills(ctx, r.PID)
+		}
+		return k.DeactivateSkill(ctx, r.PID, r.Name)
 	case "approvals":
 		if r.PID != "" {
 			return k.Approvals(r.PID)
@@ -290,7 +296,7 @@ of that process, decided ones included.`,
 				if err := e.op(cmd.Context(), opRequest{Op: op, PID: args[0], Cap: args[1]}, nil); err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "%sd %s: %s\n", strings.TrimSuffix(op, "e"), args[0], args[1])
+				fmt.Fprintf(e.stdout, "%s %s: %s\n", map[string]string{"grant": "granted", "revoke": "revoked"}[op], args[0], args[1])
 				return nil
 			},
 		}
@@ -305,7 +311,33 @@ can use it. When 'libos serve' holds the store, the grant goes to it.`)
 capability check of every call of the process refuses it, calls already running
 included. A capability_revoked event records it.`)
 
-	return []*cobra.Command{approvals, approve, deny, grant, revoke, newImagesCmd(e), newSkillsCmd(e)}
+	deactivate := &cobra.Command{
+		Use:   "deactivate-skill PID [SKILL]",
+		Short: "Deactivate a Skill of a process (every active one without SKILL)",
+		Long: `deactivate-skill leaves Skill SKILL of process PID, as the model's deactivate_skill tool
+does; without SKILL it deactivates every active Skill. A skill_deactivated event records it.
+When 'libos serve' holds the store, the change goes to it.`,
+		Example:           "  libos deactivate-skill pid_0123... protocol-diagnostics",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: pidArgs(e),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r := opRequest{Op: "deactivate_skill", PID: args[0]}
+			if len(args) == 2 {
+				r.Name = args[1]
+			}
+			if err := e.op(cmd.Context(), r, nil); err != nil {
+				return err
+			}
+			what := "every Skill"
+			if r.Name != "" {
+				what = r.Name
+			}
+			fmt.Fprintf(e.stdout, "deactivated %s: %s\n", args[0], what)
+			return nil
+		},
+	}
+
+	return []*cobra.Command{approvals, approve, deny, grant, revoke, deactivate, newImagesCmd(e), newSkillsCmd(e)}
 }
 
 func newImagesCmd(e *env) *cobra.Command {

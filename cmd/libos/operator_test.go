@@ -109,11 +109,11 @@ func TestOperatorLive(t *testing.T) {
 		t.Errorf("approve of an unknown ID: exit %d %s", r.code, r.stderr)
 	}
 	// grant and revoke go to the live kernel; an unknown capability is refused.
-	if r := libos(t, "", "grant", pid, "clock:now", "--data", data); r.code != 0 {
-		t.Errorf("grant: %d %s", r.code, r.stderr)
+	if r := libos(t, "", "grant", pid, "clock:now", "--data", data); r.code != 0 || r.stdout != "granted "+pid+": clock:now\n" {
+		t.Errorf("grant: %d %q %s", r.code, r.stdout, r.stderr)
 	}
-	if r := libos(t, "", "revoke", pid, "kv:write", "--data", data); r.code != 0 {
-		t.Errorf("revoke: %d %s", r.code, r.stderr)
+	if r := libos(t, "", "revoke", pid, "kv:write", "--data", data); r.code != 0 || r.stdout != "revoked "+pid+": kv:write\n" {
+		t.Errorf("revoke: %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	if r := libos(t, "", "grant", pid, "fs:write", "--data", data); r.code != 1 {
 		t.Errorf("grant of an unknown capability: %d %s", r.code, r.stderr)

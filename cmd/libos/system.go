@@ -97,7 +97,7 @@ func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, 
 		sb.Close(ctx)
 		return nil, usageErr("cannot set up JIT tools: %v", err)
 	}
-	cfg := engine.Config{Builtins: append([]engine.Tool{tools.Echo(), tools.Skill()}, jit.Tools()...)}
+	cfg := engine.Config{Builtins: append([]engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}, jit.Tools()...)}
 	if mode == readWrite {
 		// The kernel rebuilds the committed JIT bindings of the processes it restores.
 		cfg.JIT = jit

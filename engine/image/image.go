@@ -46,6 +46,23 @@ const RunJITTool = "run_jit_tool"
 // An image that ships Skills must enable it; it always passes the Skill gate.
 const SkillToolName = "activate_skill"
 
+// DeactivateSkillToolName is the built-in tool that deactivates a Skill (package tools
+// builds it). It always passes the Skill gate: a model can always leave a Skill.
+const DeactivateSkillToolName = "deactivate_skill"
+
+// SkillGate says what an active Skill's allowed-tools mean to the process.
+type SkillGate string
+
+const (
+	// SkillGateOpen (the default, also the empty value): allowed-tools names the tools
+	// the Skill's workflow uses, as in the Agent Skills convention. Activating a Skill
+	// never takes a tool away.
+	SkillGateOpen SkillGate = "open"
+	// SkillGateStrict: while Skills are active, a model call reaches only the image's
+	// base tools, the Skill tools and the active Skills' allowed-tools.
+	SkillGateStrict SkillGate = "strict"
+)
+
 // ToolName is the form of every tool name.
 var ToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -117,6 +134,9 @@ type Image struct {
 	Skills []Skill `json:"skills,omitempty"`
 	// Capabilities are granted at spawn. Each is required by some syscall route.
 	Capabilities []string `json:"capabilities,omitempty"`
+	// SkillGate is open (the default) or strict: whether active Skills' allowed-tools
+	// limit what the model may call.
+	SkillGate SkillGate `json:"skill_gate,omitempty"`
 	// Projection is direct (the default) or multiplexed.
 	Projection Projection  `json:"projection,omitempty"`
 	Limits     ImageLimits `json:"limits,omitzero"`
@@ -177,6 +197,7 @@ type manifest struct {
 	Skills       []string       `json:"skills"`
 	Capabilities []string       `json:"capabilities"`
 	Projection   Projection     `json:"projection"`
+	SkillGate    SkillGate      `json:"skill_gate"`
 	Limits       ImageLimits    `json:"limits"`
 	Approvals    ApprovalPolicy `json:"approvals"`
 	syscalls.PolicySpec
@@ -276,6 +297,9 @@ func decodeManifest(data []byte, fsys fs.FS, dir string, ps *problems) *Image {
 	img.Instructions = strings.TrimSpace(m.Instructions)
 	img.Tools, img.BaseTools, img.Capabilities = m.Tools, m.BaseTools, m.Capabilities
 	img.Projection, img.Limits, img.Approvals = m.Projection, m.Limits, m.Approvals
+	if m.SkillGate == SkillGateStrict {
+		img.SkillGate = SkillGateStrict // open is the zero value, so old images keep their digest
+	}
 	img.PolicySpec = m.PolicySpec
 	if img.Projection == "" {
 		img.Projection = Direct
