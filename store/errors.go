@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Code is a stable, machine-readable error code. Codes never change meaning; new ones
@@ -83,6 +84,33 @@ func CodeOf(err error) Code {
 		return e.Code
 	}
 	return ""
+}
+
+// CorruptAdvice is what a corrupt store's error tells the operator to do. The store
+// cannot repair itself: a file failed its checksum or does not decode, and what it held
+// is lost from this copy.
+const CorruptAdvice = "the store is corrupt: stop every program using it, keep the directory as it is for " +
+	"inspection, and restore it from a backup (or move it aside and start a new store); " +
+	"'libos events PID --verify --expect-head SEQ:HASH' on the restored copy shows whether it lost events"
+
+// IsCorrupt reports whether err says the store's files are damaged: a checksum failed,
+// a record does not decode, or Pebble found corruption (at open, in a read, or in a
+// background compaction). A hash chain that fails verification is a *VerifyError,
+// which matches ErrCorrupt but is a finding about a log, not a damaged store; IsCorrupt
+// does not report it.
+func IsCorrupt(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeCorrupt
+}
+
+// readErr classifies an error from Pebble: corruption (pebble.ErrCorruption, which
+// Pebble marks on checksum failures and undecodable files) is a corrupt error that says
+// what to do; anything else is an io error.
+func readErr(err error, format string, args ...any) error {
+	if pebble.IsCorruptionError(err) {
+		return &Error{Code: CodeCorrupt, Msg: fmt.Sprintf(format, args...) + ": " + CorruptAdvice, Err: err}
+	}
+	return errorf(CodeIO, err, format, args...)
 }
 
 func errorf(code Code, cause error, format string, args ...any) error {

@@ -33,7 +33,7 @@ func (r *reader) get(k []byte, what string) ([]byte, error) {
 		return nil, errorf(CodeNotFound, nil, "%s not found", what)
 	}
 	if err != nil {
-		return nil, errorf(CodeIO, err, "read %s", what)
+		return nil, readErr(err, "read %s", what)
 	}
 	defer closer.Close()
 	return append([]byte(nil), v...), nil
@@ -55,7 +55,7 @@ func (r *reader) getJSON(k []byte, what string, out any) error {
 func (r *reader) scan(pfx, start []byte, limit int, fn func(k, v []byte) (bool, error)) error {
 	it, err := r.r.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: upperBound(pfx)})
 	if err != nil {
-		return errorf(CodeIO, err, "read")
+		return readErr(err, "read")
 	}
 	n := 0
 	var ferr error
@@ -65,7 +65,7 @@ func (r *reader) scan(pfx, start []byte, limit int, fn func(k, v []byte) (bool, 
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			ferr = errorf(CodeIO, err, "read")
+			ferr = readErr(err, "read")
 			break
 		}
 		n++
@@ -79,7 +79,7 @@ func (r *reader) scan(pfx, start []byte, limit int, fn func(k, v []byte) (bool, 
 		}
 	}
 	if err := it.Close(); err != nil && ferr == nil {
-		ferr = errorf(CodeIO, err, "read")
+		ferr = readErr(err, "read")
 	}
 	return ferr
 }

@@ -60,6 +60,9 @@ type Store struct {
 	// recovers exactly what was synced.
 	failMu sync.Mutex
 	failed error
+	// corrupt holds the first corruption Pebble reported (a read or a compaction found
+	// a damaged file); see corruption.
+	corrupt atomic.Pointer[error]
 
 	// deferred counts the batches applied by UpdateDeferred (under wmu, so in WAL
 	// order); syncedDeferred is the highest count known to be durable. Sync compares
@@ -117,6 +120,23 @@ func Open(dir string, opts Options) (*Store, error) {
 		Lock:               lock,
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{s: s, logf: opts.Logf},
+		// Pebble's default answer to corruption is a fatal log call, which would end
+		// the process from a read or a background compaction. The store records it
+		// instead: the read that found it fails with a corrupt error, and writes are
+		// refused from then on (see corruption).
+		EventListener: &pebble.EventListener{
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				s.noteCorrupt(fmt.Errorf("%s", info))
+			},
+			BackgroundError: func(err error) {
+				if pebble.IsCorruptionError(err) {
+					s.noteCorrupt(err)
+				}
+				if opts.Logf != nil {
+					opts.Logf("pebble: background error: %v", err)
+				}
+			},
+		},
 	}
 	// Bloom filters in every table (lower levels inherit L0's policy): the write
 	// path looks up keys that are usually absent (a new call's open marker, a result
@@ -132,7 +152,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		if errors.As(err, &se) {
 			return nil, err
 		}
-		return nil, errorf(CodeIO, err, "open %s", dir)
+		return nil, readErr(err, "open %s", dir)
 	}
 	s.db = db
 	s.reader = reader{r: db, enter: s.enterRead}
@@ -176,7 +196,7 @@ func (s *Store) checkFormat() error {
 	case errors.Is(err, pebble.ErrNotFound):
 		it, err := s.db.NewIter(nil)
 		if err != nil {
-			return errorf(CodeIO, err, "read")
+			return readErr(err, "read")
 		}
 		empty := !it.First()
 		it.Close()
@@ -188,7 +208,7 @@ func (s *Store) checkFormat() error {
 		b.Set(formatKey(), []byte(strconv.Itoa(formatVersion)), nil)
 		return s.commit(b)
 	case err != nil:
-		return errorf(CodeIO, err, "read format version")
+		return readErr(err, "read format version")
 	}
 	defer closer.Close()
 	n, perr := strconv.ParseUint(string(v), 10, 32)
@@ -355,6 +375,9 @@ func (s *Store) prepare(fn func(tx *Tx) error, deferred bool) (b *pebble.Batch, 
 	if f := s.failure(); f != nil {
 		return nil, 0, errorf(CodeIO, f, "unusable after a failed write; reopen")
 	}
+	if c := s.corruption(); c != nil {
+		return nil, 0, &Error{Code: CodeCorrupt, Msg: "writes refused: " + CorruptAdvice, Err: c}
+	}
 	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC()}
 	tx.reader = reader{r: tx.b, enter: tx.enterRead}
 	submitted := false
@@ -452,6 +475,30 @@ func (s *Store) fail(cause error) error {
 	}
 	s.failMu.Unlock()
 	return errorf(CodeIO, cause, "write failed, nothing acknowledged")
+}
+
+// noteCorrupt records the first corruption Pebble reported, from any goroutine.
+func (s *Store) noteCorrupt(err error) {
+	s.corrupt.CompareAndSwap(nil, &err)
+}
+
+// corruption returns the first corruption Pebble reported since Open, or nil. After one,
+// writes are refused (a compaction cannot move past a damaged table, and new data would
+// only pile up above it); reads go on, and those that reach damaged data fail.
+func (s *Store) corruption() error {
+	if p := s.corrupt.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Corruption returns the corruption found in the store's files since Open (by a read or
+// by a background compaction) as a corrupt error, or nil when none was found.
+func (s *Store) Corruption() error {
+	if c := s.corruption(); c != nil {
+		return &Error{Code: CodeCorrupt, Msg: CorruptAdvice, Err: c}
+	}
+	return nil
 }
 
 func (s *Store) failure() error {

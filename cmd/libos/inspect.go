@@ -137,6 +137,9 @@ its typed code and message are printed on stderr.`,
 					if errors.Is(err, engine.ErrUnknownProcess) {
 						return usageErr("%v (list processes with 'libos ps')", err)
 					}
+					if store.IsCorrupt(err) {
+						return corruptErr(err)
+					}
 					fmt.Fprintf(e.stderr, "libos call: %s: %v\n", engine.CodeOf(err), err)
 					var ee *engine.Error
 					if errors.As(err, &ee) {
@@ -429,6 +432,9 @@ log is shorter than SEQ or its event SEQ has another hash.`,
 				return nil
 			}
 			if err := e.op(ctx, opRequest{Op: "verify", PID: pid}, nil); err != nil {
+				if store.IsCorrupt(err) {
+					return err // a damaged store, not a broken chain: exit 2
+				}
 				fmt.Fprintf(e.stderr, "libos events: %v\n", err)
 				return failed()
 			}
@@ -531,6 +537,9 @@ func parseHeadAnchor(s string) (headAnchor, error) {
 // printHead verifies pid's log and prints its head as SEQ:HASH.
 func (e *env) printHead(ctx context.Context, pid string) error {
 	if err := e.op(ctx, opRequest{Op: "verify", PID: pid}, nil); err != nil {
+		if store.IsCorrupt(err) {
+			return err
+		}
 		fmt.Fprintf(e.stderr, "libos events: %v\n", err)
 		return failed()
 	}

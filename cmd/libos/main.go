@@ -7,7 +7,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/agentlibos/libos/store"
 )
 
 func main() {
@@ -43,6 +46,15 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
+// corruptErr is the outcome of meeting a corrupt store: exit 2, with the store's own
+// advice on what to do.
+func corruptErr(err error) error {
+	if !strings.Contains(err.Error(), store.CorruptAdvice) {
+		err = fmt.Errorf("%w (%s)", err, store.CorruptAdvice)
+	}
+	return &exitError{code: exitUsage, err: err}
+}
+
 // failed is the "ran, and the answer is no" outcome; its report is already printed.
 func failed() error { return &exitError{code: exitFailed, quiet: true} }
 
@@ -59,6 +71,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
+	}
+	// A damaged store is an I/O error whatever command met it, and its message says
+	// what to do.
+	if store.IsCorrupt(err) {
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != exitUsage {
+			err = corruptErr(err)
+		}
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {

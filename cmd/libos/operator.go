@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 )
 
@@ -196,6 +197,9 @@ func (e *env) op(ctx context.Context, r opRequest, out any) error {
 	return withSystem(ctx, e, mode, func(sys *system) error {
 		res, err := operate(ctx, sys.k, r)
 		if err != nil {
+			if store.IsCorrupt(err) {
+				return corruptErr(err)
+			}
 			code := exitFailed
 			if engine.CodeOf(err) == string(engine.CodeUnknownProcess) {
 				code = exitUsage
