@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,13 +9,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentlibos/libos/agent"
 	"github.com/agentlibos/libos/cmd/libos/internal/diag"
+	"github.com/agentlibos/libos/engine"
 )
 
 type diagnoseFlags struct {
 	pid, projection      string
 	jit, jitArgs, jitBad string
 	asJSON, verbose      bool
+	// The provider path.
+	provider, baseURL, model string
 }
 
 func newDiagnoseCmd(e *env) *cobra.Command {
@@ -46,6 +51,20 @@ one fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := diag.Options{JIT: f.jit}
+			var viaProvider agent.Provider
+			if f.provider != "" {
+				if f.model == "" {
+					return usageErr("--provider needs --model")
+				}
+				prov, err := agent.NewProvider(providerConfig(f.provider, f.baseURL, 2, false))
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				opts.Path = "provider:" + prov.Name()
+				viaProvider = prov
+			} else if f.baseURL != "" || f.model != "" {
+				return usageErr("--base-url and --model need --provider")
+			}
 			for _, a := range []struct {
 				flag, val string
 				dst       *json.RawMessage
@@ -62,6 +81,9 @@ one fails.`,
 				*a.dst = json.RawMessage(a.val)
 			}
 			runOn := func(sys *system, pid string) error {
+				if viaProvider != nil {
+					opts.Caller = providerCaller(sys, pid, viaProvider, f.model)
+				}
 				r, err := diag.Run(cmd.Context(), sys.k, sys.st, pid, opts)
 				if err != nil {
 					return usageErr("diagnose: %v", err)
@@ -106,6 +128,9 @@ one fails.`,
 	fl.StringVar(&f.jit, "jit", "", "also check this registered JIT tool")
 	fl.StringVar(&f.jitArgs, "jit-args", "", "a valid case for --jit (default: the args of its first test)")
 	fl.StringVar(&f.jitBad, "jit-invalid", "", "a case --jit's input schema must reject (default: the valid case plus an undeclared key)")
+	fl.StringVar(&f.provider, "provider", "", "run the echo call through a real model API (openai or anthropic): the model is asked to make it")
+	fl.StringVar(&f.baseURL, "base-url", "", "with --provider: the API base URL (default $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)")
+	fl.StringVar(&f.model, "model", "", "with --provider: the model name")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print every node of the comparison, not only the differences")
 	_ = c.RegisterFlagCompletionFunc("projection", cobra.FixedCompletions([]string{"direct", "multiplexed"}, cobra.ShellCompDirectiveNoFileComp))
@@ -177,4 +202,63 @@ func printDiagnosis(w io.Writer, r *diag.Report, verbose bool) {
 	} else {
 		fmt.Fprintln(w, "\nFAIL")
 	}
+}
+
+// providerCaller asks a real model, through the provider path, to make the echo call
+// of the protocol-diagnostics Skill, and reports the first call it made: the function
+// name and arguments as the model sent them, and the kernel's answer.
+func providerCaller(sys *system, pid string, prov agent.Provider, model string) diag.Caller {
+	return func(ctx context.Context, fn string, args json.RawMessage) (string, json.RawMessage, *engine.Result, error) {
+		k := &firstCall{Kernel: sys.k}
+		prompt := "This is a transport diagnostic. Call the tool " + fn + " exactly once, with exactly this JSON object as its arguments, unchanged: " +
+			string(args) + "\nWhen the result arrives, reply with the single word: done."
+		_, err := agent.Run(ctx, agent.Config{Kernel: k, Log: sys.st, Provider: prov, Model: model, PID: pid, MaxSteps: 2}, prompt)
+		if !k.seen {
+			if err != nil {
+				return fn, nil, nil, err
+			}
+			return fn, nil, nil, nil
+		}
+		return k.fn, k.args, k.res, k.err
+	}
+}
+
+// firstCall passes frames to the kernel and keeps the first one with its answer.
+type firstCall struct {
+	agent.Kernel
+	seen bool
+	fn   string
+	args json.RawMessage
+	res  *engine.Result
+	err  error
+}
+
+func (f *firstCall) HandleFrame(ctx context.Context, pid string, frame []byte) (*engine.Result, error) {
+	res, err := f.Kernel.HandleFrame(ctx, pid, frame)
+	if !f.seen {
+		f.seen = true
+		f.fn, f.args = frameCall(frame)
+		f.res, f.err = res, err
+	}
+	return res, err
+}
+
+// frameCall reads the function name and arguments of a provider frame: an OpenAI tool
+// call (arguments string) or an Anthropic tool_use block (input object).
+func frameCall(frame []byte) (string, json.RawMessage) {
+	var f struct {
+		Name     string          `json:"name"`
+		Input    json.RawMessage `json:"input"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(frame, &f); err != nil {
+		return "", nil
+	}
+	if f.Function.Name != "" {
+		return f.Function.Name, json.RawMessage(f.Function.Arguments)
+	}
+	return f.Name, f.Input
 }

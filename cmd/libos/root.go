@@ -70,7 +70,7 @@ and 'libos validate' to check tool candidates in CI.`,
 		&cobra.Group{ID: "inspect", Title: "Inspecting a store:"},
 		&cobra.Group{ID: "operator", Title: "Operator commands:"},
 	)
-	for _, c := range []*cobra.Command{newServeCmd(e), newValidateCmd(e), newTestCmd(e), newDiagnoseCmd(e), newDemoCmd(e)} {
+	for _, c := range []*cobra.Command{newServeCmd(e), newValidateCmd(e), newTestCmd(e), newDiagnoseCmd(e), newAgentCmd(e), newDemoCmd(e)} {
 		c.GroupID = "main"
 		root.AddCommand(c)
 	}

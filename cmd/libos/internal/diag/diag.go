@@ -41,7 +41,18 @@ type Options struct {
 	// plus an undeclared key, usable only when the schema's root is closed
 	// (additionalProperties:false).
 	JITInvalid json.RawMessage
+	// Caller, when set, makes the echo call instead of handing the frame to the kernel
+	// directly: the provider path, where a real model is asked to make the call and
+	// chooses the function name and arguments itself. It returns what the model used
+	// and what the kernel answered (res nil and err nil: the model made no call).
+	Caller Caller
+	// Path names the model-facing path in the report ("kernel" by default).
+	Path string
 }
+
+// Caller makes one model-facing call meant as fn(args) and returns the function name
+// and arguments actually sent, and the kernel's answer.
+type Caller func(ctx context.Context, fn string, args json.RawMessage) (usedFn string, usedArgs json.RawMessage, res *engine.Result, err error)
 
 // Failure is a call that did not produce a result.
 type Failure struct {
@@ -92,9 +103,12 @@ type Limits struct {
 // Echo is the echo part of the report.
 type Echo struct {
 	Call
-	Match      bool    `json:"match"`
-	Comparison []Check `json:"comparison"`
-	Limits     Limits  `json:"limits"`
+	// ModelFaithful: on the provider path, the arguments the model sent are the
+	// sentinel (types and nesting); always true on the kernel path.
+	ModelFaithful bool    `json:"model_faithful"`
+	Match         bool    `json:"match"`
+	Comparison    []Check `json:"comparison"`
+	Limits        Limits  `json:"limits"`
 }
 
 // JIT is the JIT part of the report.
@@ -111,7 +125,10 @@ type JIT struct {
 
 // Report is the whole diagnostic.
 type Report struct {
-	PID        string   `json:"pid"`
+	PID string `json:"pid"`
+	// Path is the model-facing path the calls took: "kernel" (frames handed to the
+	// kernel as a model's would be) or "provider:NAME" (a real model API).
+	Path       string   `json:"path"`
 	Projection string   `json:"projection"`
 	OK         bool     `json:"ok"`
 	Echo       Echo     `json:"echo"`
@@ -125,14 +142,21 @@ func Run(ctx context.Context, k *engine.Kernel, st *store.Store, pid string, opt
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{PID: pid, Projection: string(info.Projection), NotTested: NotTested}
+	r := &Report{PID: pid, Path: opts.Path, Projection: string(info.Projection), NotTested: NotTested}
+	if r.Path == "" {
+		r.Path = "kernel"
+	}
 
 	// Echo round trip.
-	call, err := send(ctx, k, st, pid, "echo", json.RawMessage(Sentinel))
+	call, err := sendVia(ctx, k, st, pid, "echo", json.RawMessage(Sentinel), opts.Caller)
 	if err != nil {
 		return nil, err
 	}
 	r.Echo.Call = call
+	r.Echo.ModelFaithful = true
+	if opts.Caller != nil {
+		_, r.Echo.ModelFaithful = Compare(json.RawMessage(Sentinel), call.Arguments)
+	}
 	r.Echo.Limits = Limits{
 		ArgumentBytes:    compactLen(Sentinel),
 		MaxArgumentBytes: info.Limits.MaxArgumentBytes,
@@ -229,14 +253,29 @@ func runJIT(ctx context.Context, k *engine.Kernel, st *store.Store, pid string, 
 
 // send makes one model-facing call and collects its evidence from the event log.
 func send(ctx context.Context, k *engine.Kernel, st *store.Store, pid, fn string, args json.RawMessage) (Call, error) {
+	return sendVia(ctx, k, st, pid, fn, args, nil)
+}
+
+// sendVia is send through caller (nil: the frame straight to the kernel).
+func sendVia(ctx context.Context, k *engine.Kernel, st *store.Store, pid, fn string, args json.RawMessage, caller Caller) (Call, error) {
 	c := Call{Function: fn, Arguments: args, Events: []string{}}
 	head, err := st.Head(pid)
 	if err != nil {
 		return c, err
 	}
-	name, _ := json.Marshal(fn)
-	frame := []byte(`{"name":` + string(name) + `,"arguments":` + string(args) + `}`)
-	res, callErr := k.HandleFrame(ctx, pid, frame)
+	var res *engine.Result
+	var callErr error
+	if caller == nil {
+		name, _ := json.Marshal(fn)
+		frame := []byte(`{"name":` + string(name) + `,"arguments":` + string(args) + `}`)
+		res, callErr = k.HandleFrame(ctx, pid, frame)
+	} else {
+		c.Function, c.Arguments, res, callErr = caller(ctx, fn, args)
+		if res == nil && callErr == nil {
+			c.Failure = &Failure{Code: "no_tool_call", Message: "the model answered without calling the tool", Stage: "model"}
+			return c, nil
+		}
+	}
 	evs, err := st.Events(pid, head.Seq, store.MaxPage)
 	if err != nil {
 		return c, err

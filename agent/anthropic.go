@@ -1,0 +1,156 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
+)
+
+// anthropicProvider speaks the Messages API through the official SDK.
+type anthropicProvider struct {
+	cfg    ProviderConfig
+	client anthropic.Client
+}
+
+func newAnthropic(cfg ProviderConfig) *anthropicProvider {
+	opts := []option.RequestOption{option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout), option.WithAPIKey(cfg.APIKey)}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &anthropicProvider{cfg: cfg, client: anthropic.NewClient(opts...)}
+}
+
+func (*anthropicProvider) Name() string               { return "anthropic" }
+func (*anthropicProvider) Rendering() render.Provider { return render.Anthropic }
+
+func (a *anthropicProvider) UserMessage(text string) (json.RawMessage, error) {
+	return json.Marshal(anthropic.NewUserMessage(anthropic.NewTextBlock(text)))
+}
+
+// ToolResults answers all of a turn's tool_use blocks in one user message, in order.
+func (a *anthropicProvider) ToolResults(outs []Outcome) ([]json.RawMessage, error) {
+	if len(outs) == 0 {
+		return nil, nil
+	}
+	blocks := make([]anthropic.ContentBlockParamUnion, 0, len(outs))
+	for _, out := range outs {
+		blocks = append(blocks, anthropic.NewToolResultBlock(out.Call.ID, out.Text, out.Code != ""))
+	}
+	m, err := json.Marshal(anthropic.NewUserMessage(blocks...))
+	if err != nil {
+		return nil, err
+	}
+	return []json.RawMessage{m}, nil
+}
+
+func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(string)) (*Turn, error) {
+	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: a.cfg.MaxTokens}
+	if req.System != "" {
+		p.System = []anthropic.TextBlockParam{{Text: req.System}}
+	}
+	for _, raw := range req.Messages {
+		var m anthropic.MessageParam
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, errorf(CodeNotResumable, err, "a stored message is not a Messages API message")
+		}
+		p.Messages = append(p.Messages, m)
+	}
+	var n attempts
+	var status int
+	opts := []option.RequestOption{
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := n.middleware(r, next)
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			return resp, err
+		}),
+	}
+	if len(req.Tools) > 0 && string(req.Tools) != "[]" {
+		opts = append(opts, option.WithJSONSet("tools", json.RawMessage(req.Tools)))
+	}
+	var msg anthropic.Message
+	if a.cfg.Stream {
+		stream := a.client.Messages.NewStreaming(ctx, p, opts...)
+		for stream.Next() {
+			ev := stream.Current()
+			if err := msg.Accumulate(ev); err != nil {
+				return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), err, "%s", "anthropic stream: "+clip(err.Error(), 300))
+			}
+			if d, ok := ev.AsAny().(anthropic.ContentBlockDeltaEvent); ok && onText != nil {
+				if t, ok := d.Delta.AsAny().(anthropic.TextDelta); ok && t.Text != "" {
+					onText(t.Text)
+				}
+			}
+		}
+		if err := stream.Err(); err != nil {
+			return nil, a.fail(ctx, status, int(n.n.Load()), err)
+		}
+		if msg.ID == "" {
+			return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), nil, "%s", "anthropic stream ended without a message")
+		}
+	} else {
+		res, err := a.client.Messages.New(ctx, p, opts...)
+		if err != nil {
+			return nil, a.fail(ctx, status, int(n.n.Load()), err)
+		}
+		msg = *res
+	}
+	t := &Turn{Stop: string(msg.StopReason), Attempts: int(n.n.Load()),
+		Usage: Usage{Input: msg.Usage.InputTokens, Output: msg.Usage.OutputTokens}}
+	for _, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			t.Text += b.Text
+		case "tool_use":
+			input := b.Input
+			if len(input) == 0 {
+				input = json.RawMessage("null")
+			}
+			frame, err := json.Marshal(anthropicFrame{Type: "tool_use", ID: b.ID, Name: b.Name, Input: input})
+			if err != nil {
+				return t, err
+			}
+			t.Calls = append(t.Calls, ToolCall{ID: b.ID, Name: b.Name, Frame: frame})
+		}
+	}
+	if !a.cfg.Stream && onText != nil && t.Text != "" {
+		onText(t.Text)
+	}
+	if msg.StopReason == anthropic.StopReasonRefusal {
+		return t, providerErr(CodeProviderRefused, 0, t.Attempts, nil, "%s", "the model refused to answer")
+	}
+	m, err := json.Marshal(msg.ToParam())
+	if err != nil {
+		return t, err
+	}
+	t.Message = m
+	return t, nil
+}
+
+func (a *anthropicProvider) fail(ctx context.Context, status, n int, err error) *liberr.Error {
+	var api *anthropic.Error
+	if errors.As(err, &api) {
+		status = api.StatusCode
+	}
+	return providerError(ctx, "anthropic", status, n, err)
+}
+
+// anthropicFrame is a tool_use block as the adapter reads it. Input is the model's
+// object, as sent.
+type anthropicFrame struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}

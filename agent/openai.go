@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
+)
+
+// openAI speaks chat completions through the official SDK: api.openai.com or any
+// OpenAI-compatible server (llama.cpp's server, vLLM, Ollama) at BaseURL.
+type openAI struct {
+	cfg    ProviderConfig
+	client openai.Client
+}
+
+func newOpenAI(cfg ProviderConfig) *openAI {
+	opts := []option.RequestOption{option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout)}
+	// An empty key is sent as such (a local server needs none); the SDK would read
+	// OPENAI_API_KEY itself otherwise, and the CLI already did.
+	opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &openAI{cfg: cfg, client: openai.NewClient(opts...)}
+}
+
+func (*openAI) Name() string               { return "openai" }
+func (*openAI) Rendering() render.Provider { return render.OpenAI }
+
+func (o *openAI) UserMessage(text string) (json.RawMessage, error) {
+	return json.Marshal(openai.UserMessage(text))
+}
+
+func (o *openAI) ToolResults(outs []Outcome) ([]json.RawMessage, error) {
+	msgs := make([]json.RawMessage, 0, len(outs))
+	for _, out := range outs {
+		text := out.Text
+		if out.Code != "" {
+			text = "error: " + text
+		}
+		m, err := json.Marshal(openai.ToolMessage(text, out.Call.ID))
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+func (o *openAI) params(req Request) (openai.ChatCompletionNewParams, error) {
+	p := openai.ChatCompletionNewParams{Model: req.Model}
+	if req.System != "" {
+		p.Messages = append(p.Messages, openai.SystemMessage(req.System))
+	}
+	for _, raw := range req.Messages {
+		var m openai.ChatCompletionMessageParamUnion
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return p, errorf(CodeNotResumable, err, "a stored message is not a chat-completions message")
+		}
+		p.Messages = append(p.Messages, m)
+	}
+	return p, nil
+}
+
+func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*Turn, error) {
+	p, err := o.params(req)
+	if err != nil {
+		return nil, err
+	}
+	var n attempts
+	var status int
+	opts := []option.RequestOption{
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := n.middleware(r, next)
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			return resp, err
+		}),
+	}
+	// The projection exactly as the engine rendered it (strict subset included).
+	if len(req.Tools) > 0 && string(req.Tools) != "[]" {
+		opts = append(opts, option.WithJSONSet("tools", json.RawMessage(req.Tools)))
+	}
+	var msg openai.ChatCompletionMessage
+	var usage openai.CompletionUsage
+	var finish string
+	if o.cfg.Stream {
+		p.StreamOptions.IncludeUsage = openai.Bool(true)
+		stream := o.client.Chat.Completions.NewStreaming(ctx, p, opts...)
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			chunk := stream.Current()
+			acc.AddChunk(chunk)
+			if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" && onText != nil {
+				onText(chunk.Choices[0].Delta.Content)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			return nil, o.fail(ctx, status, int(n.n.Load()), err)
+		}
+		if len(acc.Choices) == 0 {
+			return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), nil, "%s", "openai stream ended without a choice")
+		}
+		msg, usage, finish = acc.Choices[0].Message, acc.Usage, string(acc.Choices[0].FinishReason)
+	} else {
+		res, err := o.client.Chat.Completions.New(ctx, p, opts...)
+		if err != nil {
+			return nil, o.fail(ctx, status, int(n.n.Load()), err)
+		}
+		if len(res.Choices) == 0 {
+			return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), nil, "%s", "openai answer has no choice")
+		}
+		msg, usage, finish = res.Choices[0].Message, res.Usage, string(res.Choices[0].FinishReason)
+		if onText != nil && msg.Content != "" {
+			onText(msg.Content)
+		}
+	}
+	t := &Turn{Text: msg.Content, Stop: finish, Attempts: int(n.n.Load()),
+		Usage: Usage{Input: usage.PromptTokens, Output: usage.CompletionTokens}}
+	if msg.Refusal != "" || finish == "content_filter" {
+		return t, providerErr(CodeProviderRefused, 0, t.Attempts, nil, "%s", "the model refused: "+clip(msg.Refusal+finish, 300))
+	}
+	for _, tc := range msg.ToolCalls {
+		if tc.Type != "function" {
+			return t, providerErr(CodeProviderBadResponse, 0, t.Attempts, nil, "%s", "openai answer has a tool call of type "+tc.Type)
+		}
+		frame, err := json.Marshal(openAIFrame{ID: tc.ID, Type: "function", Function: openAIFrameFunction{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+		if err != nil {
+			return t, err
+		}
+		t.Calls = append(t.Calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Frame: frame})
+	}
+	m, err := json.Marshal(msg.ToParam())
+	if err != nil {
+		return t, err
+	}
+	t.Message = m
+	return t, nil
+}
+
+func (o *openAI) fail(ctx context.Context, status, n int, err error) *liberr.Error {
+	var api *openai.Error
+	if errors.As(err, &api) {
+		status = api.StatusCode
+	}
+	return providerError(ctx, "openai", status, n, err)
+}
+
+// openAIFrame is a chat-completions tool call as the adapter reads it. Arguments is the
+// model's string, untouched.
+type openAIFrame struct {
+	ID       string              `json:"id"`
+	Type     string              `json:"type"`
+	Function openAIFrameFunction `json:"function"`
+}
+
+type openAIFrameFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}

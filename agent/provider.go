@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
+)
+
+// Usage is the token usage of one model request, or of a run.
+type Usage struct {
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
+}
+
+// Total is input plus output tokens.
+func (u Usage) Total() int64 { return u.Input + u.Output }
+
+func (u Usage) add(v Usage) Usage {
+	return Usage{Input: u.Input + v.Input, Output: u.Output + v.Output}
+}
+
+// ToolCall is one tool call of a model answer.
+type ToolCall struct {
+	// ID is the provider's identifier of the call, echoed in its result.
+	ID string `json:"id"`
+	// Name is the function name as the model wrote it (before the adapter trims it).
+	Name string `json:"name"`
+	// Frame is the call as the provider sent it, handed to the kernel's adapter as is:
+	// {"id","type":"function","function":{"name","arguments":"<the model's string>"}}
+	// for OpenAI, {"type":"tool_use","id","name","input":{…}} for Anthropic.
+	Frame json.RawMessage `json:"frame"`
+}
+
+// Turn is the model's answer to one request.
+type Turn struct {
+	// Message is the answer as an assistant message of the provider's own
+	// conversation format, to send back in the next request.
+	Message json.RawMessage
+	Text    string
+	Calls   []ToolCall
+	Usage   Usage
+	// Stop is the provider's finish or stop reason.
+	Stop string
+	// Attempts is the number of HTTP attempts the request took.
+	Attempts int
+}
+
+// Outcome is what one tool call came to, as the model will read it.
+type Outcome struct {
+	Call ToolCall
+	// CallID is the kernel's call ID ("" when the frame was refused before dispatch
+	// or the settlement is unknown).
+	CallID string
+	// Code is the typed error code of a failed call; "" on success.
+	Code string
+	// Text is the content handed back: the result's canonical JSON text, or the error.
+	Text string
+}
+
+// Request is one model request.
+type Request struct {
+	Model  string
+	System string
+	// Messages is the conversation so far, in the provider's own message format.
+	Messages []json.RawMessage
+	// Tools is the projection rendered for the provider (engine.RenderTools).
+	Tools json.RawMessage
+}
+
+// Provider is one model API.
+type Provider interface {
+	// Name is "openai" or "anthropic".
+	Name() string
+	// Rendering is the tool-definition format this provider reads.
+	Rendering() render.Provider
+	// Send sends one request; with streaming on, text deltas go to onText as they come.
+	Send(ctx context.Context, req Request, onText func(string)) (*Turn, error)
+	// UserMessage is a user message in the provider's format.
+	UserMessage(text string) (json.RawMessage, error)
+	// ToolResults are the messages that answer a turn's tool calls, in call order.
+	ToolResults(outs []Outcome) ([]json.RawMessage, error)
+}
+
+// ProviderConfig configures a Provider.
+type ProviderConfig struct {
+	// Kind is "openai" (chat completions, any OpenAI-compatible server) or "anthropic".
+	Kind string
+	// BaseURL is the API's base URL; empty: the SDK's default (or OPENAI_BASE_URL /
+	// ANTHROPIC_BASE_URL, which the CLI reads).
+	BaseURL string
+	// APIKey is handed to the SDK only; it is never logged or stored.
+	APIKey string
+	// MaxRetries bounds the SDK's retries of 429 and 5xx answers (with its backoff);
+	// 0 means the default of 2, a negative value no retry.
+	MaxRetries int
+	// Timeout bounds one request, retries included; 0 means 2 minutes.
+	Timeout time.Duration
+	// Stream asks for a streamed answer (text deltas reach the observer as they come).
+	Stream bool
+	// MaxTokens bounds one answer (Anthropic requires it); 0 means 4096.
+	MaxTokens int64
+	// HTTPClient replaces the SDK's default client.
+	HTTPClient *http.Client
+}
+
+func (c ProviderConfig) withDefaults() ProviderConfig {
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 2
+	} else if c.MaxRetries < 0 {
+		c.MaxRetries = 0
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 2 * time.Minute
+	}
+	if c.MaxTokens <= 0 {
+		c.MaxTokens = 4096
+	}
+	return c
+}
+
+// Providers lists the provider kinds NewProvider knows.
+var Providers = []string{"openai", "anthropic"}
+
+// NewProvider returns the provider of cfg.Kind.
+func NewProvider(cfg ProviderConfig) (Provider, error) {
+	cfg = cfg.withDefaults()
+	if cfg.BaseURL != "" {
+		u, err := url.Parse(cfg.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, errorf(CodeInvalidConfig, err, "base URL %q is not an http(s) URL", cfg.BaseURL)
+		}
+	}
+	switch cfg.Kind {
+	case "openai":
+		return newOpenAI(cfg), nil
+	case "anthropic":
+		return newAnthropic(cfg), nil
+	}
+	return nil, errorf(CodeInvalidConfig, nil, "unknown provider %q (want %s)", cfg.Kind, strings.Join(Providers, " or "))
+}
+
+// attempts counts the HTTP attempts of one request (the SDK's retries included).
+type attempts struct{ n atomic.Int32 }
+
+func (a *attempts) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	a.n.Add(1)
+	return next(req)
+}
+
+// providerError types an SDK or transport failure. status is the HTTP status of the
+// last attempt (0 when none answered), n the number of attempts.
+func providerError(ctx context.Context, name string, status int, n int, err error) *liberr.Error {
+	var ne net.Error
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled):
+		return providerErr(CodeCanceled, status, n, err, "%s request cancelled", name)
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return providerErr(CodeProviderTimeout, status, n, err, "%s request timed out", name)
+	case status == http.StatusTooManyRequests:
+		return providerErr(CodeProviderRateLimited, status, n, err, "%s answered 429 (rate limited) after %d attempts", name, n)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return providerErr(CodeProviderAuth, status, n, err, "%s refused the credentials (HTTP %d)", name, status)
+	case status >= 500:
+		return providerErr(CodeProviderUnavailable, status, n, err, "%s answered HTTP %d after %d attempts", name, status, n)
+	case status >= 400:
+		return providerErr(CodeProviderRejected, status, n, err, "%s refused the request (HTTP %d): %s", name, status, clip(err.Error(), 300))
+	}
+	return providerErr(CodeProviderUnavailable, status, n, err, "%s is unreachable: %s", name, clip(err.Error(), 300))
+}
+
+// clip cuts s to at most n bytes on a UTF-8 boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
