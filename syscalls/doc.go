@@ -100,6 +100,10 @@
 // a mismatch outranks the run's own error, which it usually caused; leftovers count
 // when the run itself succeeded.
 //
+// NewTape holds an entry of a known route to what production could answer (its args
+// and result to the route's schemas, its error code to RouteErrorCodes) and refuses
+// any other with tape_invalid whose Details name the field ("/1/result").
+//
 // An ok:false entry rejects with its error verbatim: {code, message} as given; a string
 // is the message, and also the code when it looks like one ("capability_denied"),
 // provider_failed otherwise.

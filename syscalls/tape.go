@@ -229,9 +229,97 @@ func NewTape(entries []TapeEntry) (*Tape, error) {
 		} else if e.Error.Code == "" {
 			return nil, atEntry(i, tapeInvalid(`"error.code" must be a non-empty string`))
 		}
+		if err := checkAgainstRoute(i, te); err != nil {
+			return nil, err
+		}
 		t.entries[i] = te
 	}
 	return t, nil
+}
+
+// commonCodes are the codes the router can refuse any route with.
+var commonCodes = []liberr.Code{CodeArgumentInvalid, CodeCapabilityDenied, CodeApprovalDenied, CodeApprovalTimeout,
+	CodeBudgetExceeded, CodeProviderFailed, CodeAuditFailed}
+
+// routeCodes are the codes particular to a route's own stages and provider.
+var routeCodes = map[string][]liberr.Code{
+	"net.fetch": {CodeURLInvalid, CodeHostNotAllowed, CodeMethodNotAllowed, CodeAddressNotAllowed, CodeTooManyRedirects,
+		CodeRequestTooLarge, CodeResponseTooLarge, CodeFetchTimeout, CodeFetchFailed, CodeSecretNotAllowed, CodeSecretUnavailable},
+}
+
+// RouteErrorCodes returns the codes route can fail with in production, and whether it
+// can also pass on any other code (tools.call fails with the code of the tool it
+// called). It is what a tape's ok:false entry may use.
+func RouteErrorCodes(route string) (codes []liberr.Code, open bool) {
+	rs, err := routes()
+	if err != nil {
+		return nil, false
+	}
+	rt, ok := rs[route]
+	if !ok {
+		return nil, false
+	}
+	codes = append(codes, commonCodes...)
+	codes = append(codes, routeCodes[route]...)
+	if rt.flow != nil {
+		codes = append(codes, CodeDataFlowDenied)
+	}
+	if rt.provider.nests {
+		codes = append(codes, CodeLimitExceeded)
+	}
+	return codes, rt.provider.nests
+}
+
+// checkAgainstRoute holds an entry of a known route to what production could answer: its
+// args to the route's argument schema, its result to the route's result schema, its
+// error to one of the route's real codes. A tape that answers what production never
+// would proves nothing. The error's Details carry the entry's pointer in the tape.
+func checkAgainstRoute(i int, e tapeEntry) error {
+	rs, err := routes()
+	if err != nil {
+		return err
+	}
+	rt, ok := rs[e.Name]
+	if !ok {
+		return nil // the call itself fails with the fixed unknown_syscall error
+	}
+	bad := func(field, format string, args ...any) error {
+		err := atEntry(i, tapeInvalid(fmt.Sprintf(format, args...)))
+		var se *Error
+		if errors.As(err, &se) {
+			se.Details = []liberr.Detail{{Path: fmt.Sprintf("/%d/%s", i, field), Message: se.Message}}
+		}
+		return err
+	}
+	if e.Args != nil {
+		if _, err := validateArgs(rt, e.Args); err != nil {
+			var se *Error
+			errors.As(err, &se)
+			return bad("args", "args do not match the argument schema of %s, so no call could match them: %s",
+				rt.name, strings.TrimPrefix(strings.TrimPrefix(se.Message, "syscalls: "), rt.name+": "))
+		}
+	}
+	if e.Error == nil {
+		v, _ := jsonv.Decode(e.Result, 0)
+		if err := rt.resultSchema.Validate(v); err != nil {
+			return bad("result", "result does not match the result schema of %s, which production never breaks: %s", rt.name, schemaMessage(err))
+		}
+		return nil
+	}
+	codes, open := RouteErrorCodes(rt.name)
+	for _, c := range codes {
+		if string(c) == e.Error.Code {
+			return nil
+		}
+	}
+	if open && codeToken.MatchString(e.Error.Code) {
+		return nil
+	}
+	names := make([]string, len(codes))
+	for j, c := range codes {
+		names[j] = string(c)
+	}
+	return bad("error", "error code %q is not one %s fails with in production (%s)", clip(e.Error.Code, 64), rt.name, strings.Join(names, ", "))
 }
 
 // Syscall consumes the next entry. A call that does not match it (name, arguments, or

@@ -381,6 +381,17 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 	}
 	tape, err := syscalls.NewTape(tc.tape)
 	if err != nil {
+		// An entry that answers what its route never could is placed: its index and
+		// the pointer of the field in the test's syscalls.
+		var se *syscalls.Error
+		if errors.As(err, &se) && len(se.Details) == 1 {
+			var entry int
+			field := ""
+			if _, scanErr := fmt.Sscanf(se.Details[0].Path, "/%d/", &entry); scanErr == nil {
+				field = fmt.Sprintf("/tests/%d/syscalls%s", i, se.Details[0].Path)
+				return fail(syscalls.CodeTapeInvalid, strings.TrimPrefix(err.Error(), "syscalls: "), intp(entry), field)
+			}
+		}
 		return fail(syscalls.CodeTapeInvalid, strings.TrimPrefix(err.Error(), "syscalls: "), nil, "")
 	}
 	res, runErr := v.sandbox.Run(ctx, prog.Source, tc.args, tape,
