@@ -27,6 +27,11 @@ const (
 	DefaultMaxArgumentBytes = 64 << 10
 	DefaultMaxResultBytes   = 64 << 10
 	DefaultMaxDepth         = 64
+	// One call fanning out through tools.call once wrote 17,508 events and 16 MB in
+	// two seconds; a call of readable work appends a handful.
+	DefaultMaxCallEvents     = 4096
+	DefaultMaxCallEventBytes = 8 << 20
+	DefaultMaxLogEvents      = 10_000_000
 )
 
 // frameOverhead is how much larger than its arguments a frame may be: the envelope and
@@ -34,7 +39,8 @@ const (
 const frameOverhead = 4 << 10
 
 func checkLimits(l Limits, where string) error {
-	if l.MaxArgumentBytes < 0 || l.MaxResultBytes < 0 || l.MaxDepth < 0 || l.MaxCalls < 0 {
+	if l.MaxArgumentBytes < 0 || l.MaxResultBytes < 0 || l.MaxDepth < 0 || l.MaxCalls < 0 ||
+		l.MaxCallEvents < 0 || l.MaxCallEventBytes < 0 || l.MaxLogEvents < 0 {
 		return errorf(CodeInvalidConfig, "%s: limits must not be negative", where)
 	}
 	return nil
@@ -49,6 +55,15 @@ func withDefaults(l Limits) Limits {
 	}
 	if l.MaxDepth == 0 {
 		l.MaxDepth = DefaultMaxDepth
+	}
+	if l.MaxCallEvents == 0 {
+		l.MaxCallEvents = DefaultMaxCallEvents
+	}
+	if l.MaxCallEventBytes == 0 {
+		l.MaxCallEventBytes = DefaultMaxCallEventBytes
+	}
+	if l.MaxLogEvents == 0 {
+		l.MaxLogEvents = DefaultMaxLogEvents
 	}
 	return l
 }
@@ -67,6 +82,15 @@ func tighten(l, p Limits) Limits {
 	if p.MaxCalls > 0 && (l.MaxCalls == 0 || p.MaxCalls < l.MaxCalls) {
 		l.MaxCalls = p.MaxCalls
 	}
+	pick64 := func(k, p int64) int64 {
+		if p > 0 && p < k {
+			return p
+		}
+		return k
+	}
+	l.MaxCallEvents = pick64(l.MaxCallEvents, p.MaxCallEvents)
+	l.MaxCallEventBytes = pick64(l.MaxCallEventBytes, p.MaxCallEventBytes)
+	l.MaxLogEvents = pick64(l.MaxLogEvents, p.MaxLogEvents)
 	return l
 }
 

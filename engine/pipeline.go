@@ -80,6 +80,7 @@ func (k *Kernel) HandleFrame(ctx context.Context, pid string, frame []byte) (*Re
 	if err != nil {
 		return nil, err
 	}
+	ctx = withCallQuota(ctx, p.limits)
 	n, err := normalizeFrame(frame, adapterLimitsOf(p.limits))
 	if err != nil {
 		return nil, k.rejectFrame(ctx, p, viaModel, frame, err)
@@ -125,12 +126,34 @@ func (h *HostTools) call(ctx context.Context, pid, name string, args json.RawMes
 	if err != nil {
 		return nil, err
 	}
+	ctx = withCallQuota(ctx, p.limits)
 	v, err := hostArgs(args, p.limits)
 	if err != nil {
 		return nil, k.rejectFrame(ctx, p, viaHost, args, err)
 	}
 	v.Remove(actionKey)
 	return k.dispatch(ctx, p, request{name: ToolName(name), args: v, argBytes: len(args), via: viaHost, depth: depth})
+}
+
+// storageCode is the code of a failed store write: limit_exceeded when a quota refused
+// it (the call appended more than its share, or the log is full), storage_failed
+// otherwise.
+func storageCode(err error) Code {
+	if errors.Is(err, store.ErrLimitExceeded) {
+		return CodeLimitExceeded
+	}
+	return CodeStorage
+}
+
+// withCallQuota gives a top-level call its store quota: the events and bytes it and
+// everything it calls may append, and the length of the process's log. A nested call
+// (a tools.call syscall runs under its caller's context) shares its caller's quota, so
+// a fan-out is bounded as a whole.
+func withCallQuota(ctx context.Context, l Limits) context.Context {
+	if store.QuotaFrom(ctx) != nil {
+		return ctx
+	}
+	return store.WithQuota(ctx, &store.Quota{MaxEvents: l.MaxCallEvents, MaxBytes: l.MaxCallEventBytes, MaxSeq: uint64(l.MaxLogEvents)})
 }
 
 // hostArgs applies the adapter's argument rules to host-supplied arguments.
@@ -187,7 +210,7 @@ func (k *Kernel) rejectFrame(ctx context.Context, p *process, via string, frame 
 		"frame_bytes": len(frame), "frame_sha256": hex.EncodeToString(sum[:]),
 	})
 	if _, serr := k.st.Append(context.WithoutCancel(ctx), p.pid, EventProtocolRejected, data); serr != nil {
-		return &Error{Layer: layer, Code: CodeStorage, Message: "could not record the protocol rejection: " + serr.Error(), Err: errors.Join(err, serr)}
+		return &Error{Layer: layer, Code: storageCode(serr), Message: "could not record the protocol rejection: " + serr.Error(), Err: errors.Join(err, serr)}
 	}
 	return err
 }
@@ -203,7 +226,7 @@ func (k *Kernel) rejectCall(ctx context.Context, p *process, req *request, err *
 	}
 	data, _ := json.Marshal(m)
 	if _, serr := k.st.Append(context.WithoutCancel(ctx), p.pid, EventCallRejected, data); serr != nil {
-		return &Error{Layer: layer, Code: CodeStorage, Message: "could not record the rejected call: " + serr.Error(), Err: errors.Join(err, serr)}
+		return &Error{Layer: layer, Code: storageCode(serr), Message: "could not record the rejected call: " + serr.Error(), Err: errors.Join(err, serr)}
 	}
 	return err
 }
@@ -334,7 +357,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeBudgetExceeded, Message: fmt.Sprintf("the process has used its budget of %d tool calls", p.limits.MaxCalls)})
 	}
 	if err != nil {
-		return nil, &Error{Layer: layer, Code: CodeStorage, Message: "could not record tool_called: " + err.Error(), Err: err}
+		return nil, &Error{Layer: layer, Code: storageCode(err), Message: "could not record tool_called: " + err.Error(), Err: err}
 	}
 
 	// From here the call is open: every path settles it, whatever happens to ctx.
@@ -373,7 +396,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 		return err
 	})
 	if err != nil {
-		serr := &Error{Layer: layer, Code: CodeStorage, Message: "could not persist the result: " + err.Error(), Err: err}
+		serr := &Error{Layer: layer, Code: storageCode(err), Message: "could not persist the result: " + err.Error(), Err: err}
 		return nil, k.fail(settleCtx, p, call, serr)
 	}
 	return res, nil
@@ -410,7 +433,7 @@ func (k *Kernel) fail(ctx context.Context, p *process, call *Call, err error) er
 	}
 	data, _ := json.Marshal(m)
 	if _, serr := k.st.Append(ctx, p.pid, EventToolFailed, data); serr != nil {
-		return &Error{Layer: layer, Code: CodeStorage, Message: "could not settle the failed call: " + serr.Error(), Err: errors.Join(e, serr)}
+		return &Error{Layer: layer, Code: storageCode(serr), Message: "could not settle the failed call: " + serr.Error(), Err: errors.Join(e, serr)}
 	}
 	return e
 }

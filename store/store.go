@@ -283,7 +283,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 		return err
 	}
 	defer release()
-	b, covers, err := s.prepare(fn, false)
+	b, covers, err := s.prepare(fn, false, QuotaFrom(ctx))
 	if err != nil || b == nil {
 		return err
 	}
@@ -316,7 +316,7 @@ func (s *Store) UpdateDeferred(ctx context.Context, fn func(tx *Tx) error) error
 		return err
 	}
 	defer release()
-	b, _, err := s.prepare(fn, true)
+	b, _, err := s.prepare(fn, true, QuotaFrom(ctx))
 	if b != nil {
 		b.Close()
 	}
@@ -369,7 +369,7 @@ func (s *Store) synced(covers uint64) {
 // with deferred written without asking for one. It returns a nil batch when fn wrote
 // nothing, and the number of deferred batches applied before this one (which a sync
 // of this batch makes durable too).
-func (s *Store) prepare(fn func(tx *Tx) error, deferred bool) (b *pebble.Batch, covers uint64, err error) {
+func (s *Store) prepare(fn func(tx *Tx) error, deferred bool, quota *Quota) (b *pebble.Batch, covers uint64, err error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if f := s.failure(); f != nil {
@@ -378,7 +378,7 @@ func (s *Store) prepare(fn func(tx *Tx) error, deferred bool) (b *pebble.Batch, 
 	if c := s.corruption(); c != nil {
 		return nil, 0, &Error{Code: CodeCorrupt, Msg: "writes refused: " + CorruptAdvice, Err: c}
 	}
-	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC()}
+	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC(), quota: quota}
 	tx.reader = reader{r: tx.b, enter: tx.enterRead}
 	submitted := false
 	defer func() {

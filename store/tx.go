@@ -25,6 +25,8 @@ type Tx struct {
 	// heads holds the heads this Tx has written, for the Store's cache once the
 	// batch is applied.
 	heads map[string]cachedHead
+	// quota is the Quota of the context the Tx runs under, or nil.
+	quota *Quota
 }
 
 // cachedHead is a head held by value, so that no Event handed out aliases it.
@@ -139,6 +141,9 @@ func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
 		return Event{}, errorf(CodeLimitExceeded, nil, "event log of %s is full", pid)
 	}
 	seq := head.Seq + 1
+	if err := tx.quota.charge(pid, typ, seq, len(compact)); err != nil {
+		return Event{}, err
+	}
 	switch {
 	case typ == EventToolCalled:
 		open, err := tx.exists(openKey(pid, call))

@@ -81,15 +81,14 @@ func checkFetch(c *call) error {
 	if err != nil {
 		return netErr(CodeURLInvalid, err.Error())
 	}
-	c.ev.Net = &auditNet{Host: t.authority(), Path: t.path}
-	if !hostAllowed(n.allow, t) {
-		return netErr(CodeHostNotAllowed, fmt.Sprintf("host %s is not in the image's allow-list", t.authority()))
-	}
 	method := c.str("method")
 	if method == "" {
 		method = "GET"
 	}
-	c.ev.Net.Method = method
+	c.ev.Net = &auditNet{Method: method, Host: t.authority(), Path: t.path}
+	if !hostAllowed(n.allow, t) {
+		return netErr(CodeHostNotAllowed, fmt.Sprintf("host %s is not in the image's allow-list", t.authority()))
+	}
 	if !n.methods[method] {
 		return netErr(CodeMethodNotAllowed, fmt.Sprintf("method %s is not allowed by the image (allowed: %s)", method, strings.Join(sortedNames(n.methods), ", ")))
 	}

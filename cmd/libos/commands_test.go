@@ -20,7 +20,12 @@ func TestDemo(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("demo exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"propose_jit_tool", "run_jit_tool", "capability_denied", "schema_invalid", "all three logs verify", "libos serve", `"syscalls": [`, "clock_now: same", "demo complete"} {
+	// Egress: "A JIT tool, authored through propose/validate/register in the demo, that
+	// fetches JSON from an allow-listed loopback server with a secret header and
+	// returns a summary; the same tool refused when the image drops the host; the audit
+	// log showing each decision."
+	for _, want := range []string{"propose_jit_tool", "run_jit_tool", "capability_denied", "schema_invalid", "all three logs verify", "libos serve", "demo complete", `"syscalls": [`, "clock_now: same",
+		`"stars":60`, "error host_not_allowed", "allowed at done: GET 127.0.0.1:", "denied at policy (host_not_allowed): GET", "secrets sent: DEMO_TOKEN"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the demo never shows %q", want)
 		}

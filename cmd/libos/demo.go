@@ -31,8 +31,11 @@ outcome is checked. It shows:
      jit-authoring Skill), and calling it in the direct projection;
   4. the same tool in the multiplexed projection, through run_jit_tool;
   5. a schema-invalid call rejected before execution, and a denied capability;
-  6. the audit log, verified;
-  7. how to start 'libos serve' and connect a client;
+  6. governed egress: a JIT tool fetching JSON from an allow-listed loopback server
+     with a secret header it never sees, the same tool refused when the image drops
+     the host, and the audit log of each decision;
+  7. the audit log, verified;
+  8. how to start 'libos serve' and connect a client;
 
 and ends with a real call of the clock tool, its tape exported from the call's syscall
 journal, and a replay of the tool's code against it that says "same". Exit status 0 when
@@ -161,12 +164,18 @@ func (d *demo) toolNames(pid string) string {
 // authorClock proposes, validates and registers the clock tool in pid; show prints
 // the frames.
 func (d *demo) authorClock(pid string, show bool) error {
+	return d.author(pid, clockCandidate, "clock_now", show)
+}
+
+// author proposes, validates and registers candidate (named name) in pid; show prints
+// the frames.
+func (d *demo) author(pid, candidate, name string, show bool) error {
 	if !show {
-		d.say("propose_jit_tool, validate_jit_tool, register_jit_tool: the same candidate as in step 3")
+		d.say("propose_jit_tool, validate_jit_tool, register_jit_tool: the same candidate as above")
 		d.quiet = true
 		defer func() { d.quiet = false }()
 	}
-	compact := strings.Join(strings.Fields(clockCandidate), " ")
+	compact := strings.Join(strings.Fields(candidate), " ")
 	res, err := expectOK(d.call(pid, `{"name":"propose_jit_tool","arguments":`+compact+`}`))
 	if err != nil {
 		return err
@@ -177,13 +186,13 @@ func (d *demo) authorClock(pid string, show bool) error {
 		return err
 	}
 	if !strings.Contains(res.Text, `"ok":true`) {
-		return fmt.Errorf("the clock tool did not validate: %s", res.Text)
+		return fmt.Errorf("%s did not validate: %s", name, res.Text)
 	}
 	res, err = expectOK(d.call(pid, `{"name":"register_jit_tool","arguments":{"candidate_id":"`+cid+`"}}`))
 	if err != nil {
 		return err
 	}
-	if field(res, "name") != "clock_now" || field(res, "scope") != "ephemeral_process" {
+	if field(res, "name") != name || field(res, "scope") != "ephemeral_process" {
 		return fmt.Errorf("unexpected registration %s", res.Text)
 	}
 	return nil
@@ -287,6 +296,10 @@ func (d *demo) run() error {
 	}
 	<-changed
 	if err := expectCode("capability_denied", second(d.call(npid, `{"name":"clock_now","arguments":{"timezone":"UTC"}}`))); err != nil {
+		return err
+	}
+
+	if err := d.egress(); err != nil {
 		return err
 	}
 

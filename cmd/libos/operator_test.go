@@ -143,6 +143,19 @@ func TestImagesAndSkills(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "run_jit_tool") || !strings.Contains(r.stderr, "fs:write") {
 		t.Errorf("images with a bad manifest: %d\n%s", r.code, r.stderr)
 	}
+	// "libos images explains an image's egress, secrets and data-flow rules in words."
+	r = libos(t, "", "images", filepath.Join(root, "testdata", "images", "egress.yaml"))
+	for _, want := range []string{"egress: net.fetch may reach api.example.com, *.corp.example:8443, with GET, POST",
+		"{{secret:GITHUB_TOKEN}} in a header is replaced only for api.example.com", `label confidential: kv keys starting with "hr/"`,
+		"rule confidential: once a call has seen it, it never reaches the tool's result returned to the model (model)",
+		"may be sent out by net.fetch only to *.corp.example:8443"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("images of an egress image: %d, no %q in\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
+	if r := libos(t, "", "images"); !strings.Contains(r.stdout, "egress: none (net.fetch is refused for every host)") {
+		t.Errorf("the default image grants no egress, and says so:\n%s", r.stdout)
+	}
 	if r := libos(t, "", "skills", "check", filepath.Join(root, "tools", "skills")); r.code != 0 || !strings.HasSuffix(r.stdout, "2 passed, 0 failed\n") {
 		t.Errorf("skills check of the project's Skills: %d\n%s", r.code, r.stdout)
 	}

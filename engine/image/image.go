@@ -81,6 +81,16 @@ type Limits struct {
 	// MaxCalls is the process's tool-call budget: how many calls may ever reach
 	// tool_called. 0 means no budget.
 	MaxCalls int64 `json:"max_calls,omitempty"`
+	// MaxCallEvents bounds the events one top-level call may append to the process's
+	// log, its nested calls (tools.call) and syscall audits included; the settlement of
+	// a call that was opened is never refused. Default 4096.
+	MaxCallEvents int64 `json:"max_call_events,omitempty"`
+	// MaxCallEventBytes bounds the bytes of event data one top-level call may append.
+	// Default 8 MiB.
+	MaxCallEventBytes int64 `json:"max_call_event_bytes,omitempty"`
+	// MaxLogEvents bounds the process's event log, and so its growth in the store (each
+	// event's data is bounded by the argument and result limits). Default 10,000,000.
+	MaxLogEvents int64 `json:"max_log_events,omitempty"`
 }
 
 // ImageFormat is the manifest format this package reads. A manifest names it in its
