@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -406,7 +406,7 @@ func (k *Kernel) wake(id string) {
 
 // approvalOwner finds the process an approval belongs to.
 func (k *Kernel) approvalOwner(id string) (string, error) {
-	notFound := errorf(CodeNotFound, "no approval %q", clipString(id, 80))
+	notFound := errorf(CodeNotFound, "no approval %q", liberr.Clip(id, 80))
 	if !strings.HasPrefix(id, "appr_") || len(id) != len("appr_")+32 {
 		return "", notFound
 	}
@@ -519,47 +519,4 @@ func (r routeApprover) Approve(ctx context.Context, req syscalls.ApprovalRequest
 		return syscalls.Decision{Approved: false, By: "operator", Reason: err.Message}, nil
 	}
 	return syscalls.Decision{}, err
-}
-
-// SyscallCaller is the authority this call's syscalls run with: the process's live
-// capability set (a revocation stops the next syscall, even of this call), the kernel
-// as approver (operator-class routes wait for a durable approval bound to their exact
-// arguments and to this tool's definition), the image's route approval policy and
-// syscall budgets, the host tools for tools.call, and this call's depth. It is
-// Deferred: the router's audit events and writes become durable with the call's
-// synced settlement. A JIT tool's call also gets its call ID and the image's journal
-// bounds: the router journals every result its code receives.
-func (c *Call) SyscallCaller() syscalls.Caller {
-	caller := syscalls.Caller{PID: c.PID, Tool: c.Tool, Depth: c.Depth}
-	if c.Kind == KindJIT {
-		// The code of a JIT tool is replayable: its syscalls are journaled under the
-		// call, so that the call can be exported as a tape.
-		caller.CallID = c.CallID
-	}
-	if c.p == nil {
-		caps := make([]syscalls.Capability, len(c.Capabilities))
-		for i, s := range c.Capabilities {
-			caps[i] = syscalls.Capability(s)
-		}
-		caller.Capabilities = syscalls.NewCapSet(caps...)
-		return caller
-	}
-	caller.Capabilities = c.p.caps
-	// The pipeline settles every call with a synced write, so the router may defer
-	// its audit events and staged writes to that sync.
-	caller.Deferred = true
-	caller.Approver = routeApprover{k: c.k, p: c.p, via: c.Via}
-	caller.Approvals = c.p.img.RouteApprovals()
-	caller.Budgets = maps.Clone(c.p.img.Limits.SyscallBudgets)
-	caller.Journal = c.p.img.Limits.Journal
-	caller.Tools = c.k.runtime.Tools
-	caller.Policy = c.p.policy
-	return caller
-}
-
-func clipString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

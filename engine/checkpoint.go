@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -213,7 +214,7 @@ func (k *Kernel) Checkpoint(ctx context.Context, pid string) (string, error) {
 
 // findCheckpoint returns checkpoint id and the process it belongs to.
 func (k *Kernel) findCheckpoint(id string) (store.Checkpoint, error) {
-	notFound := errorf(CodeNotFound, "no checkpoint %q", clipString(id, 80))
+	notFound := errorf(CodeNotFound, "no checkpoint %q", liberr.Clip(id, 80))
 	if !strings.HasPrefix(id, "ckpt_") || len(id) != len("ckpt_")+32 {
 		return store.Checkpoint{}, notFound
 	}

@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentlibos/libos/engine/internal/jsonx"
 	"github.com/agentlibos/libos/engine/render"
@@ -19,7 +21,9 @@ import (
 // Event types the kernel writes to a process's log.
 const (
 	EventProcessSpawned = "process_spawned"
-	// EventProtocolRejected: a frame failed the adapter; nothing was dispatched.
+	// EventProtocolRejected: a frame failed the adapter; nothing was dispatched. Its
+	// data keeps the frame's first MaxRejectedFrameBytes (frame, or frame_base64 when
+	// they are not UTF-8; frame_truncated when cut), its size and sha256.
 	EventProtocolRejected = "protocol_rejected"
 	// EventCallRejected: a normalised call was refused before tool_called (unknown or
 	// hidden tool, oversized argument, schema, visibility gate, budget).
@@ -180,6 +184,10 @@ func hostArgs(args json.RawMessage, lim Limits) (jsonx.Value, error) {
 // viaTransport marks a frame refused by the transport in front of the adapter.
 const viaTransport = "transport"
 
+// MaxRejectedFrameBytes bounds the part of a rejected frame its protocol_rejected
+// event keeps.
+const MaxRejectedFrameBytes = 4 << 10
+
 // RejectFrame records that a message addressed to process pid was refused by the
 // transport in front of the adapter (a JSON-RPC message that is not exact JSON, a
 // batch, an envelope or params member of the wrong case, type or number) and returns
@@ -205,10 +213,29 @@ func (k *Kernel) rejectFrame(ctx context.Context, p *process, via string, frame 
 	var e *Error
 	errors.As(err, &e)
 	sum := sha256.Sum256(frame)
-	data, _ := json.Marshal(map[string]any{
+	m := map[string]any{
 		"code": e.Code, "reason": e.Message, "via": via,
 		"frame_bytes": len(frame), "frame_sha256": hex.EncodeToString(sum[:]),
-	})
+	}
+	// The frame itself is the repair evidence the protocol-diagnostics Skill asks for
+	// when no tool ran: kept bounded, for the operator (libos events --rejected). The
+	// error returned to the model never carries it.
+	head := frame[:min(len(frame), MaxRejectedFrameBytes)]
+	if len(frame) > MaxRejectedFrameBytes {
+		m["frame_truncated"] = true
+		for cut := len(head); cut > len(head)-utf8.UTFMax && cut > 0; cut-- {
+			if utf8.Valid(head[:cut]) {
+				head = head[:cut]
+				break
+			}
+		}
+	}
+	if utf8.Valid(head) {
+		m["frame"] = string(head)
+	} else {
+		m["frame_base64"] = base64.StdEncoding.EncodeToString(head)
+	}
+	data, _ := json.Marshal(m)
 	if _, serr := k.st.Append(context.WithoutCancel(ctx), p.pid, EventProtocolRejected, data); serr != nil {
 		return &Error{Layer: layer, Code: storageCode(serr), Message: "could not record the protocol rejection: " + serr.Error(), Err: errors.Join(err, serr)}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // SkillToolName is the built-in tool that activates a Skill (image.SkillToolName).
@@ -124,7 +125,7 @@ func (k *Kernel) activate(ctx context.Context, p *process, name, by string) (*Sk
 		for i, s := range p.img.Skills {
 			names[i] = s.Name
 		}
-		return nil, errorf(CodeUnknownSkill, "no Skill %q in this process (its Skills: %s)", clipString(name, 80), strings.Join(names, ", "))
+		return nil, errorf(CodeUnknownSkill, "no Skill %q in this process (its Skills: %s)", liberr.Clip(name, 80), strings.Join(names, ", "))
 	}
 	var already bool
 	err := k.change(ctx, p.pid, "activate Skill "+name, EventSkillActivated,
@@ -197,7 +198,7 @@ func (c *Call) DeactivateSkill(ctx context.Context, name string) ([]string, erro
 
 func (k *Kernel) deactivate(ctx context.Context, p *process, name, by string) ([]string, error) {
 	if _, ok := p.img.Skill(name); !ok {
-		return nil, errorf(CodeUnknownSkill, "no Skill %q in this process", clipString(name, 80))
+		return nil, errorf(CodeUnknownSkill, "no Skill %q in this process", liberr.Clip(name, 80))
 	}
 	err := k.change(ctx, p.pid, "deactivate Skill "+name, EventSkillDeactivated,
 		map[string]any{"skill": name, "by": by}, func(p *process) (func(), error) {

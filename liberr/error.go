@@ -130,10 +130,12 @@ func As(err error) (*Error, bool) {
 	return e, ok
 }
 
-// Clip returns s cut to at most n bytes on a UTF-8 character boundary, with "…"
-// appended when it was cut: a message a guest or a client made can be megabytes long,
-// and neither the audit log nor a model should carry it.
+// Clip returns s as valid UTF-8 (invalid bytes become U+FFFD) cut to at most n bytes
+// on a character boundary, with "…" appended when it was cut: a message a guest or a
+// client made can be megabytes long, or not text at all, and neither the audit log
+// nor a model should carry it. It is the one clip of the module.
 func Clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
 	}

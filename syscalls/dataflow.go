@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -184,7 +185,7 @@ func flowKVPut(c *call) error {
 		}
 	}
 	if err := pol.flowTo(lower, SinkKVPut, nil); err != nil {
-		err.Message += fmt.Sprintf(" (key %q is not labelled with it)", clip(key, 64))
+		err.Message += fmt.Sprintf(" (key %q is not labelled with it)", liberr.Clip(key, 64))
 		return err
 	}
 	return nil

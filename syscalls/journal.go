@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"sync"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -71,7 +72,7 @@ func (j *journal) entry(pid, callID, route string, args, result json.RawMessage,
 	if !argsOK || size > j.limits.MaxEntryBytes || j.used+size > j.limits.MaxCallBytes {
 		e.Truncated = true
 		if e.Error != nil {
-			e.Error.Message = clip(e.Error.Message, 256)
+			e.Error.Message = liberr.Clip(e.Error.Message, 256)
 		}
 		return e
 	}

@@ -120,7 +120,7 @@ func checkFetch(c *call) error {
 		canon := http.CanonicalHeaderKey(k)
 		switch {
 		case !headerToken.MatchString(k):
-			return argErr(c, fmt.Sprintf("header name %q is not an HTTP token", clip(k, 64)))
+			return argErr(c, fmt.Sprintf("header name %q is not an HTTP token", liberr.Clip(k, 64)))
 		case hopHeaders[canon]:
 			return argErr(c, fmt.Sprintf("header %s is set by the host, not the guest", canon))
 		case seen[canon]:
@@ -164,7 +164,7 @@ func (p *Policy) substitute(headers [][2]string, t target, read func(*secret) (s
 			name := placeholder.FindStringSubmatch(m)[1]
 			s, ok := p.secrets[name]
 			if !ok {
-				ferr = netErr(CodeSecretNotAllowed, fmt.Sprintf("header %s names secret %q, which the image does not declare", h[0], clip(name, 64)))
+				ferr = netErr(CodeSecretNotAllowed, fmt.Sprintf("header %s names secret %q, which the image does not declare", h[0], liberr.Clip(name, 64)))
 				return ""
 			}
 			if !hostAllowed(s.hosts, t) {

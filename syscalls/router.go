@@ -17,6 +17,7 @@ import (
 	"os"
 
 	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -129,7 +130,7 @@ func (r *Router) For(caller Caller) *Bound {
 // denied, is one audit event; a call whose event cannot be written fails.
 func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 	start := time.Now()
-	ev := auditEvent{Route: clip(name, 64), Tool: b.caller.Tool, Depth: b.caller.Depth}
+	ev := auditEvent{Route: liberr.Clip(name, 64), Tool: b.caller.Tool, Depth: b.caller.Depth}
 	ev.noteArgs(args)
 	var staged *call
 	result, err := b.run(ctx, name, args, &ev, &staged)
@@ -141,7 +142,7 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 		}
 		ev.Decision, ev.Code, ev.Reason = "denied", string(se.Code), se.Message
 		if se.Err != nil {
-			ev.Cause = clip(se.Err.Error(), 512)
+			ev.Cause = liberr.Clip(se.Err.Error(), 512)
 		}
 		if ev.Stage == "provider" || ev.Stage == "result" {
 			ev.Decision = "allowed" // the call was authorised; what failed is the provider
@@ -498,16 +499,4 @@ func (b *Bound) charge(ctx context.Context, limits map[string]int64) error {
 		return errorf(CodeProviderFailed, "could not charge the budget", err)
 	}
 	return nil
-}
-
-// clip cuts s to at most n bytes of valid UTF-8, for names the guest chose.
-func clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

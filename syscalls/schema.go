@@ -7,6 +7,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/agentlibos/libos/liberr"
 )
 
 var printer = message.NewPrinter(language.English)
@@ -33,5 +35,5 @@ func schemaMessage(err error) string {
 		}
 	}
 	walk(ve)
-	return clip(strings.Join(parts, "; "), maxSchemaMessage)
+	return liberr.Clip(strings.Join(parts, "; "), maxSchemaMessage)
 }

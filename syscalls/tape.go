@@ -319,7 +319,7 @@ func checkAgainstRoute(i int, e tapeEntry) error {
 	for j, c := range codes {
 		names[j] = string(c)
 	}
-	return bad("error", "error code %q is not one %s fails with in production (%s)", clip(e.Error.Code, 64), rt.name, strings.Join(names, ", "))
+	return bad("error", "error code %q is not one %s fails with in production (%s)", liberr.Clip(e.Error.Code, 64), rt.name, strings.Join(names, ", "))
 }
 
 // Syscall consumes the next entry. A call that does not match it (name, arguments, or
@@ -337,13 +337,13 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 	if t.next >= len(t.entries) {
 		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
 			"tape: call %d is %s %s but the tape has no entry left (%d given)",
-			call, clip(name, 64), shortArgs(args), len(t.entries)), nil))
+			call, liberr.Clip(name, 64), shortArgs(args), len(t.entries)), nil))
 	}
 	i := t.next
 	e := &t.entries[i]
 	if name != e.Name {
 		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
-			"tape entry %d: expected %s %s, observed %s %s", i, e.Name, shortArgs(e.Args), clip(name, 64), shortArgs(args)), nil))
+			"tape entry %d: expected %s %s, observed %s %s", i, e.Name, shortArgs(e.Args), liberr.Clip(name, 64), shortArgs(args)), nil))
 	}
 	if decErr != nil {
 		return nil, t.fail(errorf(CodeArgumentInvalid, fmt.Sprintf(

@@ -15,6 +15,7 @@ import (
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/jsbundle"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/syscalls"
 )
 
@@ -199,7 +200,7 @@ func checkProposal(c Candidate, lim Limits) (*proposal, *Error) {
 	case c.Name == engine.RunJITTool:
 		return nil, errorf(CodeReservedName, "%s is reserved for the multiplexed projection and is never a tool name", engine.RunJITTool)
 	case !nameRE.MatchString(c.Name):
-		return nil, errorf(CodeInvalidName, "name %q must match %s", jsonv.Clip(c.Name, 80), nameRE)
+		return nil, errorf(CodeInvalidName, "name %q must match %s", liberr.Clip(c.Name, 80), nameRE)
 	case strings.TrimSpace(c.Description) == "":
 		return nil, errorf(CodeInvalidRequest, "description must say what the tool does")
 	case !utf8.ValidString(c.Description) || !utf8.ValidString(c.SourceCode):
@@ -259,11 +260,11 @@ func compileSchema(which string, raw json.RawMessage, lim Limits) (*jsonschema.S
 	c.UseLoader(noLoader{})
 	loc := "urn:libos:candidate:" + which
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, nil, errorf(CodeInvalidSchema, "%s: %s", which, jsonv.Clip(err.Error(), 512))
+		return nil, nil, errorf(CodeInvalidSchema, "%s: %s", which, liberr.Clip(err.Error(), 512))
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, nil, errorf(CodeInvalidSchema, "%s does not compile as JSON Schema 2020-12: %s", which, jsonv.Clip(err.Error(), 512))
+		return nil, nil, errorf(CodeInvalidSchema, "%s does not compile as JSON Schema 2020-12: %s", which, liberr.Clip(err.Error(), 512))
 	}
 	return s, doc, nil
 }

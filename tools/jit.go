@@ -18,6 +18,7 @@ import (
 	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/jsbundle"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/wasm"
@@ -285,7 +286,7 @@ func testCount(tests json.RawMessage) int {
 func (j *JIT) candidate(r interface {
 	Candidate(pid, id string) (store.Candidate, error)
 }, pid, id string) (store.Candidate, error) {
-	notFound := &Error{Code: CodeNotFound, CandidateID: id, Message: fmt.Sprintf("no candidate %q in this process", jsonv.Clip(id, 80))}
+	notFound := &Error{Code: CodeNotFound, CandidateID: id, Message: fmt.Sprintf("no candidate %q in this process", liberr.Clip(id, 80))}
 	if !strings.HasPrefix(id, "tcand_") || len(id) != len("tcand_")+32 {
 		return store.Candidate{}, notFound
 	}
@@ -534,7 +535,7 @@ func summary(r Report) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(r.Errors)-3))
 			break
 		}
-		parts = append(parts, e.Code+": "+jsonv.Clip(e.Message, 200))
+		parts = append(parts, e.Code+": "+liberr.Clip(e.Message, 200))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -551,7 +552,7 @@ func (j *JIT) tool(c store.Candidate, b store.Binding) (engine.Tool, error) {
 				break
 			}
 		}
-		return engine.Tool{}, &Error{Code: CodeToolFailed, CandidateID: c.ID, Message: jsonv.Clip(msg, MaxMessageBytes)}
+		return engine.Tool{}, &Error{Code: CodeToolFailed, CandidateID: c.ID, Message: liberr.Clip(msg, MaxMessageBytes)}
 	}
 	return engine.Tool{
 		Name:         c.Name,
@@ -666,7 +667,7 @@ func runError(tool string, err error, denied *syscalls.Error) error {
 	if we.Path != "" {
 		msg += " (at " + we.Path + ")"
 	}
-	return &Error{Code: Code(we.Code), Message: tool + ": " + jsonv.Clip(msg, MaxMessageBytes), Err: err}
+	return &Error{Code: Code(we.Code), Message: tool + ": " + liberr.Clip(msg, MaxMessageBytes), Err: err}
 }
 
 // Attach binds the lifecycle to k, which must have been opened on the same store with

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/jsbundle"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/wasm"
@@ -127,7 +128,7 @@ func Replay(ctx context.Context, st *store.Store, sb *wasm.Engine, pid, callID s
 func ReplayAll(ctx context.Context, st *store.Store, sb *wasm.Engine, pid string, opts ReplayOptions) ([]ReplayResult, error) {
 	if _, err := st.Process(pid); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, errorf(CodeCallNotFound, "no process %q", jsonv.Clip(pid, 80))
+			return nil, errorf(CodeCallNotFound, "no process %q", liberr.Clip(pid, 80))
 		}
 		return nil, storageErr("read process "+pid, err)
 	}
@@ -217,7 +218,7 @@ func (rp *replayer) program(c *storedCall) (*compiled, error) {
 				break
 			}
 		}
-		p.err = errorf(CodeNotReplayable, "%s", jsonv.Clip(msg, MaxMessageBytes))
+		p.err = errorf(CodeNotReplayable, "%s", liberr.Clip(msg, MaxMessageBytes))
 		return p, p.err
 	}
 	p.source = prog.Source
@@ -347,9 +348,9 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 func syscallDiff(tape []syscalls.TapeEntry, got []observedCall, hide bool) *Difference {
 	show := func(name string, args json.RawMessage) string {
 		if hide {
-			return jsonv.Clip(name, 64) + " (labelled: arguments not shown)"
+			return liberr.Clip(name, 64) + " (labelled: arguments not shown)"
 		}
-		return jsonv.Clip(name, 64) + " " + jsonv.ShortText(args, 300)
+		return liberr.Clip(name, 64) + " " + jsonv.ShortText(args, 300)
 	}
 	for i := 0; i < max(len(tape), len(got)); i++ {
 		idx := i

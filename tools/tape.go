@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -151,7 +151,7 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 func findCall(st *store.Store, pid, callID string) (*storedCall, error) {
 	if _, err := st.Process(pid); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, errorf(CodeCallNotFound, "no process %q", jsonv.Clip(pid, 80))
+			return nil, errorf(CodeCallNotFound, "no process %q", liberr.Clip(pid, 80))
 		}
 		return nil, storageErr("read process "+pid, err)
 	}
@@ -160,7 +160,7 @@ func findCall(st *store.Store, pid, callID string) (*storedCall, error) {
 		return nil, err
 	}
 	if len(cs) == 0 {
-		return nil, errorf(CodeCallNotFound, "process %s has no tool call %q", pid, jsonv.Clip(callID, 80))
+		return nil, errorf(CodeCallNotFound, "process %s has no tool call %q", pid, liberr.Clip(callID, 80))
 	}
 	return cs[0], nil
 }
@@ -204,7 +204,7 @@ func (c *storedCall) tape(st *store.Store) ([]syscalls.TapeEntry, []store.Journa
 		}
 		if stage := c.syscalls[i].stage; e.Error != nil && (stage == "route" || stage == "args") {
 			return nil, nil, errorf(CodeNotReplayable, "syscall %d (%s) of call %s was refused before routing (%s): a tape cannot replay that refusal",
-				i, jsonv.Clip(e.Route, 64), c.id, e.Error.Code)
+				i, liberr.Clip(e.Route, 64), c.id, e.Error.Code)
 		}
 		te := syscalls.TapeEntry{Name: e.Route, Args: e.Args, Result: e.Result}
 		if e.Error != nil {

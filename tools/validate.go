@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/agentlibos/libos/jsbundle"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/wasm"
 )
@@ -323,7 +324,7 @@ func runAll(n, parallel int, one func(int) testOutcome) []testOutcome {
 
 func intp(i int) *int { return &i }
 
-func clip(s string) string { return jsonv.Clip(s, MaxMessageBytes) }
+func clip(s string) string { return liberr.Clip(s, MaxMessageBytes) }
 
 func (r *Report) addError(d Diagnostic) {
 	d.Message = clip(d.Message)
@@ -361,9 +362,9 @@ func schemaFinding(s *jsonschema.Schema, v any) string {
 			leaf = leaf.Causes[0]
 		}
 		at := "/" + strings.Join(leaf.InstanceLocation, "/")
-		return jsonv.Clip(fmt.Sprintf("at %s: %s", at, leaf.ErrorKind.LocalizedString(printer)), 300)
+		return liberr.Clip(fmt.Sprintf("at %s: %s", at, leaf.ErrorKind.LocalizedString(printer)), 300)
 	}
-	return jsonv.Clip(err.Error(), 300)
+	return liberr.Clip(err.Error(), 300)
 }
 
 // runTest runs test i of the candidate under its tape and judges it. It keeps at most
@@ -401,7 +402,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 			if len(*logs) >= MaxReportLogs {
 				break
 			}
-			*logs = append(*logs, LogLine{Test: i, Level: l.Level, Message: jsonv.Clip(l.Message, 512)})
+			*logs = append(*logs, LogLine{Test: i, Level: l.Level, Message: liberr.Clip(l.Message, 512)})
 		}
 	}
 	tapeErr := tape.Finish()

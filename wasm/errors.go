@@ -3,7 +3,6 @@ package wasm
 import (
 	"errors"
 	"strings"
-	"unicode/utf8"
 )
 
 // Stable error codes of *Error. Callers and the audit log match on these, never on messages.
@@ -109,14 +108,3 @@ func (e *Error) Is(target error) bool {
 // Error whose message is megabytes long, and the caller (and the audit log) should not
 // carry it.
 const maxErrorText = 8 << 10
-
-func clipText(s string) string {
-	if len(s) <= maxErrorText {
-		return s
-	}
-	cut := maxErrorText
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/agentlibos/libos/internal/jsonv"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/agentlibos/libos/liberr"
 )
 
 // Syscaller is supplied by the caller: the syscall router in production, a tape in
@@ -348,7 +350,7 @@ func guestError(c *call, in *instance, out []byte) error {
 		in.broken = true
 		return &Error{Code: CodeTrap, Message: "guest reported an error that is not an error object"}
 	}
-	e := &Error{Code: g.Code, Message: clipText(g.Message), Path: clipText(g.Path), Stack: clipText(g.Stack)}
+	e := &Error{Code: g.Code, Message: liberr.Clip(g.Message, maxErrorText), Path: liberr.Clip(g.Path, maxErrorText), Stack: liberr.Clip(g.Stack, maxErrorText)}
 	switch g.Code {
 	case "interrupted":
 		// The guest stopped because poll or syscall said so; the host knows why.
@@ -393,7 +395,7 @@ func inexactError(where, ptr, num, became string) *Error {
 	}
 	return &Error{Code: CodeNumberInexact, Path: ptr, Message: fmt.Sprintf(
 		"%s: the number %s at %s cannot be held exactly by a JavaScript number (a double): the program would see %s; send it as a string",
-		where, clipText(num), at, became)}
+		where, liberr.Clip(num, maxErrorText), at, became)}
 }
 
 // stopError is the error for a call the host stopped.

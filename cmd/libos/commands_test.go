@@ -182,6 +182,17 @@ func TestInspectCommands(t *testing.T) {
 	if r.code != 0 || r.stdout != "{\"a\":1}\n" {
 		t.Errorf("call --frame: %d %q %s", r.code, r.stdout, r.stderr)
 	}
+	// Protocol-diagnostics seed: for a frame that fails before echo runs, "use
+	// provider/repair/audit evidence": the operator reads the rejected frame itself.
+	r = libos(t, `{"name":"echo","arguments":"[\"REPAIR-ME\"]"}`, "call", pid, "--frame", "-", "--data", data)
+	if r.code == 0 || !strings.Contains(r.stderr, "protocol_frame") || strings.Contains(r.stderr, "REPAIR-ME") {
+		t.Errorf("call --frame with array arguments: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	r = libos(t, "", "events", pid, "--rejected", "--data", data)
+	if r.code != 0 || !strings.Contains(r.stdout, `REPAIR-ME`) || !strings.Contains(r.stdout, "protocol_frame") ||
+		!strings.Contains(r.stdout, "sha256 ") || strings.Contains(r.stdout, "tool_called") {
+		t.Errorf("events --rejected: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 	r = libos(t, "", "events", pid, "--verify", "--data", data)
 	if r.code != 0 || !strings.Contains(r.stdout, "tool_called") || !strings.Contains(r.stdout, "call_rejected") || !strings.Contains(r.stderr, "hash chain intact") {
 		t.Errorf("events --verify: %d\n%s\n%s", r.code, r.stdout, r.stderr)

@@ -346,7 +346,7 @@ the list comes from it.`,
 }
 
 func newEventsCmd(e *env) *cobra.Command {
-	var verify, asJSON, follow, printHead bool
+	var verify, asJSON, follow, printHead, rejected bool
 	var after uint64
 	var expectHead string
 	c := &cobra.Command{
@@ -395,7 +395,7 @@ log is shorter than SEQ or its event SEQ has another hash.`,
 				return e.printHead(ctx, pid)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			if !asJSON {
+			if !asJSON && !rejected {
 				fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tCALL\tDATA")
 			}
 			n := 0
@@ -408,6 +408,12 @@ log is shorter than SEQ or its event SEQ has another hash.`,
 				for _, ev := range evs {
 					n++
 					after, last = ev.Seq, ev
+					if rejected {
+						if ev.Type == engine.EventProtocolRejected {
+							printRejected(e.stdout, ev, asJSON)
+						}
+						continue
+					}
 					if asJSON {
 						b, _ := json.Marshal(ev)
 						fmt.Fprintln(e.stdout, string(b))
@@ -453,6 +459,7 @@ log is shorter than SEQ or its event SEQ has another hash.`,
 	c.Flags().BoolVar(&printHead, "head", false, "verify the log and print its head as SEQ:HASH, to keep elsewhere for --expect-head")
 	c.Flags().StringVar(&expectHead, "expect-head", "", "with --verify: fail unless the log reaches SEQ and its event SEQ has HASH (from --head)")
 	c.Flags().BoolVar(&verify, "verify", false, "verify the hash chain; exit 1 when it is broken")
+	c.Flags().BoolVar(&rejected, "rejected", false, "print only the frames the adapter rejected (protocol_rejected), each with its reason and the frame kept as evidence")
 	c.Flags().BoolVar(&follow, "follow", false, "keep printing new events until interrupted")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON event per line")
 	c.Flags().Uint64Var(&after, "after", 0, "print only events after this sequence number")
@@ -586,4 +593,38 @@ func (e *env) checkAnchor(ctx context.Context, pid string, last store.Event, a h
 			"hash %s differs from the expected head's %s: this is another log", hex.EncodeToString(evs[0].Hash), hex.EncodeToString(a.hash))}
 	}
 	return nil
+}
+
+// printRejected prints one protocol_rejected event as repair evidence: why the frame
+// was refused and the frame as kept (its first engine.MaxRejectedFrameBytes), with its
+// size and digest.
+func printRejected(w io.Writer, ev store.Event, asJSON bool) {
+	var d struct {
+		Code        string `json:"code"`
+		Reason      string `json:"reason"`
+		Via         string `json:"via"`
+		Bytes       int    `json:"frame_bytes"`
+		SHA256      string `json:"frame_sha256"`
+		Frame       string `json:"frame"`
+		FrameBase64 string `json:"frame_base64"`
+		Truncated   bool   `json:"frame_truncated"`
+	}
+	_ = json.Unmarshal(ev.Data, &d)
+	if asJSON {
+		b, _ := json.Marshal(ev)
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	fmt.Fprintf(w, "%d\t%s\tvia %s\t%s: %s\n", ev.Seq, ev.Time.UTC().Format("2006-01-02T15:04:05.000Z"), d.Via, d.Code, d.Reason)
+	kept := "whole"
+	if d.Truncated {
+		kept = fmt.Sprintf("first %d bytes", engine.MaxRejectedFrameBytes)
+	}
+	fmt.Fprintf(w, "  frame: %d bytes, sha256 %s, kept %s\n", d.Bytes, d.SHA256, kept)
+	switch {
+	case d.FrameBase64 != "":
+		fmt.Fprintf(w, "  base64: %s\n", d.FrameBase64)
+	default:
+		fmt.Fprintf(w, "  %s\n", strconv.Quote(d.Frame))
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentlibos/libos/liberr"
 )
 
 // DefaultMaxDepth bounds nesting when Decode is given no bound.
@@ -348,7 +350,7 @@ func ShortText(data []byte, max int) string {
 		buf.Reset()
 		buf.Write(data)
 	}
-	return Clip(buf.String(), max)
+	return liberr.Clip(buf.String(), max)
 }
 
 // Short renders v as compact JSON of at most max bytes, cut with an ellipsis.
@@ -357,17 +359,5 @@ func Short(v any, max int) string {
 	if err != nil {
 		return fmt.Sprintf("%v", v)
 	}
-	return Clip(string(b), max)
-}
-
-// Clip cuts s to at most max bytes on a rune boundary, marking the cut with "…".
-func Clip(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return liberr.Clip(string(b), max)
 }
