@@ -3,8 +3,10 @@ package wasm
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -318,4 +320,96 @@ func benchRunaways(b *testing.B, cfg Config, bombsOnly bool) {
 			b.ReportMetric(float64(worst)/float64(wall), "worst-×budget")
 		})
 	}
+}
+
+// cpuWorkloads are the CPU benchmarks the fuel's cost is measured on: bytecode, calls,
+// strings, RegExp, JSON, sort, BigInt, and a tiny call.
+var cpuWorkloads = []struct{ name, program string }{
+	{"loop", cpuLoopProgram},
+	{"calls", `function run() { function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); } return fib(25); }`},
+	{"strings", `function run() { let s = ''; for (let i = 0; i < 1e5; i++) s += i; return s.indexOf('99999x') + s.split('1').length + s.replaceAll('12', 'x').length; }`},
+	{"regexp", `function run() { const s = 'ab12cd34 '.repeat(2e4); return s.replace(/([a-z]+)(\d+)/g, '$2$1').length + (s.match(/\d+/g) || []).length; }`},
+	{"json", `function run() { const o = Array.from({length: 2e4}, (_, i) => ({i, s: 'x' + i, a: [i, i / 3]})); return JSON.parse(JSON.stringify(o)).length; }`},
+	{"sort", `function run() { const a = Array.from({length: 1e5}, (_, i) => (i * 7919) % 1e5); a.sort((x, y) => x - y); const b = a.map(String); b.sort(); return a[5] + b.length; }`},
+	{"bigint", `function run() { let x = 1n; for (let i = 1n; i < 3000n; i++) x *= i; return x.toString().length; }`},
+	{"tiny", sumProgram},
+}
+
+// BenchmarkFuelCost runs each CPU workload on the committed (instrumented) guest and on
+// the same build without the fuel checks (BUILD_DIR/guest/raw.wasm, which make guest
+// leaves; LIBOS_RAW_GUEST names another), alternately. A call runs the guest on the
+// caller's goroutine, so with the goroutine locked to its thread the thread's CPU time is
+// the call's, which a loaded machine inflates far less than wall time. ×raw is the median
+// of the pairs' CPU-time ratios (goal ≤ 1.2), wall-×raw the same in wall time, ns/op the
+// instrumented guest's median CPU time.
+func BenchmarkFuelCost(b *testing.B) {
+	path := os.Getenv("LIBOS_RAW_GUEST")
+	if path == "" {
+		path = "../build/guest/raw.wasm"
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Skipf("no uninstrumented guest (%v): run make guest, or set LIBOS_RAW_GUEST", err)
+	}
+	fueled := newHostTestEngine(b, Config{PoolSize: 1})
+	plain := newHostTestEngine(b, Config{PoolSize: 1, guest: raw})
+	ctx := context.Background()
+	opts := Options{Seed: 1, Limits: Limits{WallTime: time.Minute}}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpuRatio, wallRatio := map[string]float64{}, map[string]float64{}
+	for _, w := range cpuWorkloads {
+		args := json.RawMessage(nil)
+		if w.program == sumProgram {
+			args = json.RawMessage(sumArgs)
+		}
+		b.Run(w.name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			timed := func(e *Engine) (cpu, wall time.Duration) {
+				c0, t0 := threadCPU(), time.Now()
+				if _, err := e.Run(ctx, w.program, args, nil, opts); err != nil {
+					b.Fatal(err)
+				}
+				return threadCPU() - c0, time.Since(t0)
+			}
+			timed(fueled) // warm both pools
+			timed(plain)
+			var ratios, wallRatios, times []float64
+			for i := range max(b.N, 5) {
+				var fc, fw, pc, pw time.Duration
+				if i%2 == 0 {
+					fc, fw = timed(fueled)
+					pc, pw = timed(plain)
+				} else {
+					pc, pw = timed(plain)
+					fc, fw = timed(fueled)
+				}
+				if fc > 0 && pc > 0 { // a call shorter than the clock's grain has no ratio
+					ratios = append(ratios, float64(fc)/float64(pc))
+				}
+				wallRatios = append(wallRatios, float64(fw)/float64(pw))
+				times = append(times, float64(fc))
+			}
+			slices.Sort(ratios)
+			slices.Sort(wallRatios)
+			slices.Sort(times)
+			b.ReportMetric(times[len(times)/2], "ns/op")
+			if len(ratios) > 0 {
+				b.ReportMetric(ratios[len(ratios)/2], "×raw")
+				cpuRatio[w.name] = ratios[len(ratios)/2]
+			}
+			b.ReportMetric(wallRatios[len(wallRatios)/2], "wall-×raw")
+			wallRatio[w.name] = wallRatios[len(wallRatios)/2]
+		})
+	}
+	geo := func(m map[string]float64) float64 {
+		sum := 0.0
+		for _, r := range m {
+			sum += math.Log(r)
+		}
+		return math.Exp(sum / float64(max(len(m), 1)))
+	}
+	b.Logf("geometric mean: ×raw %.3f over %d workloads (CPU time), %.3f over %d (wall time)",
+		geo(cpuRatio), len(cpuRatio), geo(wallRatio), len(wallRatio))
 }

@@ -110,7 +110,8 @@ type Stats struct {
 	// memory never shrinks, so it bounds the call's peak from above.
 	PeakMemory int64
 	// Fuel is the guest work the call did, in the unit of Limits.Fuel: deterministic
-	// for a call that was not stopped by time or by its caller.
+	// for a call that was not stopped by time or by its caller. For a call that ended
+	// in a trap it counts up to the guest's last request for fuel.
 	Fuel int64
 }
 
@@ -249,10 +250,13 @@ func (in *instance) call(ctx context.Context, c *call, program string, args []by
 		in.fuel.Set(uint64(c.fuelGrant))
 	}
 	callErr := in.run.CallWithStack(ctx, st)
-	if in.fuel != nil {
+	// The guest keeps the counter in a local of each function and stores it in the
+	// global on every way out: after a return the global is exact; after a trap it may
+	// be stale, and the count stays at what the last request for fuel reported.
+	if in.fuel != nil && callErr == nil {
 		c.fuelUsed += c.fuelGrant - int64(in.fuel.Get())
-		c.fuelGrant = 0
 	}
+	c.fuelGrant = 0
 	if callErr != nil {
 		in.broken = true
 		return trapError(c, in, callErr)

@@ -16,15 +16,18 @@ type Coverage struct {
 // checkInsts and bulkChargeInsts are how many instructions appendCheck and
 // appendBulkCharge emit.
 const (
-	checkInsts      = 12
+	checkInsts      = 11
 	bulkChargeInsts = 8
 )
 
 // Check proves that mod is instrumented: it imports ImportModule.ImportName with type
-// (i64) → (i64), exports GlobalExport as a mutable i64 global it defines, every function
-// body and every loop body begins with the check, and nothing but a check writes the
-// global or calls the import. It decodes every instruction, so code that slipped past the
-// rewrite (or an opcode it does not know) fails it.
+// (i64) → (i64), exports GlobalExport as a mutable i64 global it defines, and in every
+// function body the fuel local is loaded from the global first, the check runs at the
+// start of the body and of every loop body, the fuel is stored before and reloaded after
+// every call and stored before every way out, every bulk memory instruction is charged,
+// and nothing else writes the global or the local or reaches the import. It decodes every
+// instruction, so code that slipped past the rewrite (or an opcode it does not know)
+// fails it.
 func Check(mod []byte) (Coverage, error) {
 	var cov Coverage
 	secs, err := split(mod)
@@ -183,61 +186,106 @@ func Check(mod []byte) (Coverage, error) {
 
 func checkBody(body []byte, fuelFunc, fuelGlobal uint32) (loops, bulk int, err error) {
 	r := &reader{b: body}
-	if err := r.locals(); err != nil {
+	groups, _, err := r.localGroups()
+	if err != nil {
 		return 0, 0, err
+	}
+	// The last two local groups are the rewrite's: one i64 (the fuel) and one i32.
+	if groups < 2 || r.off < 4 || !bytes.Equal(body[r.off-4:r.off], []byte{1, valI64, 1, valI32}) {
+		return 0, 0, errors.New("does not declare the fuel locals")
 	}
 	insts, err := decodeExpr(r)
 	if err != nil {
 		return 0, 0, err
 	}
-	// isCheck reports whether a check starts at insts[i].
-	isCheck := func(i int) bool {
+	if len(insts) < 2+checkInsts || insts[0].op != opGlobalGet || insts[0].idx != fuelGlobal || insts[1].op != opLocalSet {
+		return 0, 0, errors.New("does not begin by loading the fuel")
+	}
+	f := insts[1].idx
+	marked := make([]bool, len(insts))
+	mark := func(from, to int) {
+		for k := from; k < to; k++ {
+			marked[k] = true
+		}
+	}
+	// same reports whether insts[i:] begins with the bytes of want.
+	same := func(i int, want []byte) bool {
+		if i < 0 || i >= len(insts) {
+			return false
+		}
+		start := insts[i].start
+		return start+len(want) <= len(body) && bytes.Equal(body[start:start+len(want)], want)
+	}
+	// checkAt reports whether a check on f starts at insts[i].
+	checkAt := func(i int) bool {
 		if i+checkInsts > len(insts) || insts[i+1].op != opI64Const {
 			return false
 		}
-		c := &reader{b: body[insts[i+1].start+1 : insts[i+1].end]}
-		cost, err := c.s64()
-		if err != nil || cost < 1 {
-			return false
-		}
-		want := appendCheck(nil, cost, fuelFunc, fuelGlobal)
-		return bytes.Equal(body[insts[i].start:insts[i+checkInsts-1].end], want)
+		cost, err := (&reader{b: body[insts[i+1].start+1 : insts[i+1].end]}).s64()
+		return err == nil && cost >= 1 && same(i, appendCheck(nil, cost, f, fuelFunc))
 	}
-	if !isCheck(0) {
+	syncOut := appendSyncOut(nil, f, fuelGlobal)
+	syncIn := appendSyncIn(nil, f, fuelGlobal)
+	before := func(i int, want []byte, n int) bool {
+		return i >= n && insts[i-n].start+len(want) == insts[i].start && same(i-n, want)
+	}
+
+	if !checkAt(2) {
 		return 0, 0, errors.New("does not begin with the fuel check")
 	}
-	// Every memory.copy and memory.fill pays for its length first; those charges are
-	// the only other writes of the fuel.
-	charge := make([]bool, len(insts))
-	for i, in := range insts {
-		if !isBulk(body, in) {
+	mark(0, 2+checkInsts)
+	depth := 0
+	for i := 2 + checkInsts; i < len(insts); i++ {
+		if marked[i] {
 			continue
 		}
-		j := i - bulkChargeInsts
-		if j < 0 || insts[j].op != opLocalTee {
-			return 0, 0, fmt.Errorf("the bulk memory instruction at byte %d is not charged", in.start)
-		}
-		scratch, err := (&reader{b: body[insts[j].start+1 : insts[j].end]}).u32()
-		if err != nil || !bytes.Equal(body[insts[j].start:insts[i-1].end], appendBulkCharge(nil, scratch, fuelGlobal)) {
-			return 0, 0, fmt.Errorf("the bulk memory instruction at byte %d is not charged", in.start)
-		}
-		for k := j; k < i; k++ {
-			charge[k] = true
-		}
-		bulk++
-	}
-	for i := checkInsts; i < len(insts); i++ {
 		in := insts[i]
 		switch {
-		case charge[i]:
 		case in.op == opLoop:
-			if !isCheck(i + 1) {
+			if !checkAt(i + 1) {
 				return 0, 0, fmt.Errorf("the loop at byte %d does not begin with the fuel check", in.start)
 			}
+			mark(i+1, i+1+checkInsts)
 			loops++
-			i += checkInsts
+		case in.op == opCallInd || (in.op == opCall && in.idx != fuelFunc):
+			if !before(i, syncOut, 2) || !same(i+1, syncIn) {
+				return 0, 0, fmt.Errorf("the call at byte %d does not store and reload the fuel around it", in.start)
+			}
+			mark(i-2, i)
+			mark(i+1, i+3)
+		case in.op == opReturn || exitsFunction(body, in, depth) || (in.op == opEnd && depth == 0):
+			if !before(i, syncOut, 2) {
+				return 0, 0, fmt.Errorf("the way out of the function at byte %d does not store the fuel", in.start)
+			}
+			mark(i-2, i)
+		case isBulk(body, in):
+			j := i - bulkChargeInsts
+			if j < 0 || insts[j].op != opLocalTee {
+				return 0, 0, fmt.Errorf("the bulk memory instruction at byte %d is not charged", in.start)
+			}
+			if !before(i, appendBulkCharge(nil, insts[j].idx, f), bulkChargeInsts) {
+				return 0, 0, fmt.Errorf("the bulk memory instruction at byte %d is not charged", in.start)
+			}
+			mark(j, i)
+			bulk++
+		}
+		switch in.op {
+		case opBlock, opLoop, opIf:
+			depth++
+		case opEnd:
+			depth--
+		}
+	}
+	// Nothing but the rewrite's own sequences touches the fuel.
+	for i, in := range insts {
+		if marked[i] {
+			continue
+		}
+		switch {
 		case in.op == opGlobalSet && in.idx == fuelGlobal:
-			return 0, 0, fmt.Errorf("byte %d writes the fuel outside a check", in.start)
+			return 0, 0, fmt.Errorf("byte %d writes the fuel global outside the rewrite's sequences", in.start)
+		case (in.op == opLocalSet || in.op == opLocalTee) && in.idx == f:
+			return 0, 0, fmt.Errorf("byte %d writes the fuel local outside the rewrite's sequences", in.start)
 		case (in.op == opCall || in.op == opRefFunc) && in.idx == fuelFunc:
 			return 0, 0, fmt.Errorf("byte %d reaches the fuel import outside a check", in.start)
 		}

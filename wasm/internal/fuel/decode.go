@@ -211,6 +211,7 @@ const (
 	opCall          = 0x10
 	opCallInd       = 0x11
 	opLocalGet      = 0x20
+	opLocalSet      = 0x21
 	opLocalTee      = 0x22
 	opGlobalGet     = 0x23
 	opGlobalSet     = 0x24
@@ -233,7 +234,8 @@ func isControl(op byte) bool {
 }
 
 // inst is one decoded instruction: its bytes are r.b[start:end]; idx is the function
-// index of call and ref.func, the global index of global.get/set.
+// index of call and ref.func, the global index of global.get/set, the local index of
+// local.get/set/tee, the label of br and br_if.
 type inst struct {
 	start, end int
 	op         byte
@@ -291,13 +293,12 @@ func decodeInst(r *reader) (inst, error) {
 				return fail(err)
 			}
 		}
-	case op == opBr, op == opBrIf,
-		op >= 0x20 && op <= 0x22, // local.get/set/tee
-		op == 0x25, op == 0x26:   // table.get/set
+	case op == 0x25, op == 0x26: // table.get/set
 		if _, err := r.u32(); err != nil {
 			return fail(err)
 		}
-	case op == opGlobalGet, op == opGlobalSet, op == opCall, op == opRefFunc:
+	case op == opBr, op == opBrIf, op == opLocalGet, op == opLocalSet, op == opLocalTee,
+		op == opGlobalGet, op == opGlobalSet, op == opCall, op == opRefFunc:
 		if in.idx, err = r.u32(); err != nil {
 			return fail(err)
 		}

@@ -525,40 +525,84 @@ func rewriteBody(out, body []byte, params uint32, shift func(uint32) uint32, fue
 	if err != nil {
 		return nil, err
 	}
-	// A function that copies or fills memory gets one more i32 local, the scratch that
-	// holds the length the bulk charge is computed from.
-	bulk := false
-	for _, in := range insts {
-		bulk = bulk || isBulk(body, in)
-	}
-	scratch := params + locals
-	if bulk {
-		out = appendU32(out, groups+1)
-		out = append(out, body[(&reader{b: body}).skipU32():localsEnd]...)
-		out = append(out, 1, valI32)
-	} else {
-		out = append(out, body[:localsEnd]...)
-	}
-	out = appendCheck(out, runCost(insts, 0), fuelFunc, fuelGlobal)
+	// Every function gets an i64 local that holds the fuel while it runs (a register,
+	// where the global would be a load and a store at every check), and an i32 scratch
+	// for the bulk charge.
+	f, scratch := params+locals, params+locals+1
+	out = appendU32(out, groups+2)
+	out = append(out, body[(&reader{b: body}).skipU32():localsEnd]...)
+	out = append(out, 1, valI64, 1, valI32)
+	out = appendSyncIn(out, f, fuelGlobal)
+	out = appendCheck(out, runCost(insts, 0), f, fuelFunc)
+	depth := 0
 	for i, in := range insts {
 		if isBulk(body, in) {
-			out = appendBulkCharge(out, scratch, fuelGlobal)
+			out = appendBulkCharge(out, scratch, f)
 		}
-		switch {
-		case in.op == opCall:
+		if in.op == opCall || in.op == opCallInd || in.op == opReturn || exitsFunction(body, in, depth) ||
+			(in.op == opEnd && depth == 0) {
+			out = appendSyncOut(out, f, fuelGlobal)
+		}
+		switch in.op {
+		case opCall:
 			out = append(out, opCall)
 			out = appendU32(out, shift(in.idx))
-		case in.op == opRefFunc:
+		case opRefFunc:
 			out = append(out, opRefFunc)
 			out = appendU32(out, shift(in.idx))
 		default:
 			out = append(out, body[in.start:in.end]...)
 		}
-		if in.op == opLoop {
-			out = appendCheck(out, runCost(insts, i+1), fuelFunc, fuelGlobal)
+		switch in.op {
+		case opCall, opCallInd:
+			out = appendSyncIn(out, f, fuelGlobal)
+		case opLoop:
+			out = appendCheck(out, runCost(insts, i+1), f, fuelFunc)
+		}
+		switch in.op {
+		case opBlock, opLoop, opIf:
+			depth++
+		case opEnd:
+			depth--
 		}
 	}
 	return out, nil
+}
+
+// exitsFunction reports whether in, at block depth depth, is a branch that may leave the
+// function (its label is the function body's).
+func exitsFunction(body []byte, in inst, depth int) bool {
+	switch in.op {
+	case opBr, opBrIf:
+		return in.idx == uint32(depth)
+	case opBrTable:
+		r := &reader{b: body[in.start+1 : in.end]}
+		n, _ := r.u32()
+		for i := uint32(0); i <= n; i++ {
+			if l, _ := r.u32(); l == uint32(depth) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// appendSyncIn loads the fuel from the global into the local: at entry and after a call,
+// which may have spent some and been granted more.
+func appendSyncIn(out []byte, f, fuelGlobal uint32) []byte {
+	out = append(out, opGlobalGet)
+	out = appendU32(out, fuelGlobal)
+	out = append(out, opLocalSet)
+	return appendU32(out, f)
+}
+
+// appendSyncOut stores the local's fuel into the global: before a call and before every
+// way out of the function.
+func appendSyncOut(out []byte, f, fuelGlobal uint32) []byte {
+	out = append(out, opLocalGet)
+	out = appendU32(out, f)
+	out = append(out, opGlobalSet)
+	return appendU32(out, fuelGlobal)
 }
 
 // runCost is the number of instructions from insts[i] up to and including the first
@@ -593,37 +637,36 @@ func isBulk(body []byte, in inst) bool {
 // appendBulkCharge appends, before a memory.copy or memory.fill, the charge for its
 // length (on top of the stack, kept there through the scratch local):
 //
-//	local.tee $n; global.get $fuel; local.get $n; i64.extend_i32_u;
-//	i64.const BulkShift; i64.shr_u; i64.sub; global.set $fuel
+//	local.tee $n; local.get $fuel; local.get $n; i64.extend_i32_u;
+//	i64.const BulkShift; i64.shr_u; i64.sub; local.set $fuel
 //
 // The charge may take the counter far below zero; the next check asks the host, which
 // counts it.
-func appendBulkCharge(out []byte, scratch, fuelGlobal uint32) []byte {
+func appendBulkCharge(out []byte, scratch, f uint32) []byte {
 	out = append(out, opLocalTee)
 	out = appendU32(out, scratch)
-	out = append(out, opGlobalGet)
-	out = appendU32(out, fuelGlobal)
+	out = append(out, opLocalGet)
+	out = appendU32(out, f)
 	out = append(out, opLocalGet)
 	out = appendU32(out, scratch)
-	out = append(out, opI64ExtendI32U, opI64Const, BulkShift, opI64ShrU, opI64Sub, opGlobalSet)
-	return appendU32(out, fuelGlobal)
+	out = append(out, opI64ExtendI32U, opI64Const, BulkShift, opI64ShrU, opI64Sub, opLocalSet)
+	return appendU32(out, f)
 }
 
-// appendCheck appends the fuel check (see the package comment).
-func appendCheck(out []byte, cost int64, fuelFunc, fuelGlobal uint32) []byte {
-	out = append(out, opGlobalGet)
-	out = appendU32(out, fuelGlobal)
+// appendCheck appends the fuel check on the function's fuel local (see the package
+// comment).
+func appendCheck(out []byte, cost int64, f, fuelFunc uint32) []byte {
+	out = append(out, opLocalGet)
+	out = appendU32(out, f)
 	out = append(out, opI64Const)
 	out = appendS64(out, cost)
-	out = append(out, opI64Sub, opGlobalSet)
-	out = appendU32(out, fuelGlobal)
-	out = append(out, opGlobalGet)
-	out = appendU32(out, fuelGlobal)
-	out = append(out, opI64Const, 0x00, opI64LtS, opIf, blockEmpty, opGlobalGet)
-	out = appendU32(out, fuelGlobal)
+	out = append(out, opI64Sub, opLocalTee)
+	out = appendU32(out, f)
+	out = append(out, opI64Const, 0x00, opI64LtS, opIf, blockEmpty, opLocalGet)
+	out = appendU32(out, f)
 	out = append(out, opCall)
 	out = appendU32(out, fuelFunc)
-	out = append(out, opGlobalSet)
-	out = appendU32(out, fuelGlobal)
+	out = append(out, opLocalSet)
+	out = appendU32(out, f)
 	return append(out, opEnd)
 }

@@ -175,7 +175,7 @@ func TestCheckRefusesUncoveredCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Drop the check that follows the loop: find "loop, empty" then the check's bytes.
-	i := bytes.Index(inst, []byte{opLoop, blockEmpty, opGlobalGet})
+	i := bytes.Index(inst, []byte{opLoop, blockEmpty, opLocalGet})
 	if i < 0 {
 		t.Fatal("no loop in the instrumented module")
 	}
