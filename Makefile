@@ -42,6 +42,11 @@ guest-verify: $(BUILD)/quickjs/.verified | toolchain
 bin/libos: FORCE
 	CGO_ENABLED=0 $(GO) build -o bin/libos ./cmd/libos
 
+# Static libos binaries for linux/amd64, linux/arm64, darwin/amd64, darwin/arm64 and
+# windows/amd64 in dist/, with SHA256SUMS; two runs on one commit give the same sums.
+dist:
+	GO=$(GO) scripts/dist.sh dist
+
 # The native build of the same QuickJS sources, used only by benchmarks to report the
 # wasm/native ratio. Never part of the product.
 native: $(BUILD)/quickjs/.verified

@@ -14,6 +14,7 @@ import (
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/mcpserver"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
@@ -44,12 +45,22 @@ type Options struct {
 	// Tools are built-in tools of the embedder, offered besides the libOS's own (echo,
 	// the Skill tool and the JIT tool lifecycle); a process enables them by name.
 	Tools []engine.Tool
+	// SkipJITRestore restores the store's processes without installing their
+	// registered JIT tools again, so that Open itself writes nothing (installing a tool
+	// again is recorded in the process's event log): for programs that only read, such
+	// as a process list or an event log printer. The JIT tools are then absent from the
+	// tool tables, registering a tool fails, and Fork refuses checkpoints that hold JIT
+	// tools. The zero value restores everything.
+	SkipJITRestore bool
 }
 
+// CodeCacheUnusable is the code of ErrCache.
+const CodeCacheUnusable liberr.Code = "cache_unusable"
+
 // ErrCache is matched (errors.Is) by the error of Open, NewValidator or WarmCache when
-// Options.CacheDir cannot hold the compilation cache. Opening again with an empty
-// CacheDir compiles in memory instead.
-var ErrCache = errors.New("libos: the compilation cache directory is unusable")
+// Options.CacheDir cannot hold the compilation cache (code cache_unusable). Opening
+// again with an empty CacheDir compiles in memory instead.
+var ErrCache = liberr.New("libos", CodeCacheUnusable, "the compilation cache directory is unusable")
 
 // ErrStoreInUse is matched (errors.Is) by the error of Open when another program holds
 // the store: a store admits one System at a time.
@@ -113,23 +124,28 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 	}
 	builtins := append([]engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}, jit.Tools()...)
 	builtins = append(builtins, opts.Tools...)
-	k, err := engine.Open(ctx, st, engine.Config{
+	cfg := engine.Config{
 		Builtins:        builtins,
 		Limits:          opts.Limits,
 		ApprovalTimeout: opts.ApprovalTimeout,
+	}
+	if !opts.SkipJITRestore {
 		// The kernel rebuilds the committed JIT bindings of the processes it restores
 		// and of the processes it forks from checkpoints.
-		JIT: jit,
-	})
+		cfg.JIT = jit
+	}
+	k, err := engine.Open(ctx, st, cfg)
 	if err != nil {
 		st.Close()
 		sb.Close(ctx)
 		return nil, fmt.Errorf("libos: start the kernel on %s: %w", dir, err)
 	}
 	s := &System{Kernel: k, dir: dir, st: st, sandbox: sb, jit: jit}
-	// Attach binds the lifecycle to this kernel (registration installs through it) and
-	// installs any binding the kernel's restore left out.
-	s.rehydrate = jit.Attach(ctx, k)
+	if !opts.SkipJITRestore {
+		// Attach binds the lifecycle to this kernel (registration installs through it)
+		// and installs any binding the kernel's restore left out.
+		s.rehydrate = jit.Attach(ctx, k)
+	}
 	return s, nil
 }
 
@@ -137,7 +153,7 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 func newSandbox(ctx context.Context, cacheDir string, maxMemory int64, pool int) (*wasm.Engine, error) {
 	if cacheDir != "" {
 		if err := usableDir(cacheDir); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCache, err)
+			return nil, liberr.Wrap("libos", CodeCacheUnusable, err, "the compilation cache directory is unusable: %v", err)
 		}
 	}
 	sb, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: cacheDir, MaxMemory: maxMemory, PoolSize: pool})
@@ -161,6 +177,12 @@ func usableDir(dir string) error {
 	f.Close()
 	return os.Remove(f.Name())
 }
+
+// Store is the durable store the System owns, for components that keep their own
+// records in a process's event log beside the kernel's (the agent loop's Log). It is
+// closed by Close. Processes, tools and calls go through the kernel (the methods of
+// System), never through the store directly.
+func (s *System) Store() *store.Store { return s.st }
 
 // Dir is the store's directory.
 func (s *System) Dir() string { return s.dir }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/agentlibos/libos"
@@ -168,5 +169,75 @@ func TestVersion(t *testing.T) {
 	}
 	if v.Go != runtime.Version() || v.Platform != runtime.GOOS+"/"+runtime.GOARCH {
 		t.Errorf("toolchain and platform: %+v", v)
+	}
+}
+
+// "the README's embedding section is one of those examples, verbatim": the body of
+// Example, one tab less indented, is a Go block of README.md.
+func TestREADMEEmbeddingIsTheExample(t *testing.T) {
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(src)
+	start := strings.Index(s, "\nfunc Example() {\n")
+	if start < 0 {
+		t.Fatal("example_test.go has no func Example")
+	}
+	body := s[start+len("\nfunc Example() {\n"):]
+	body = body[:strings.Index(body, "\n}\n")+1]
+	var lines []string
+	for _, l := range strings.SplitAfter(body, "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "\t"))
+	}
+	block := "```go\n" + strings.Join(lines, "") + "```\n"
+	if !strings.Contains(string(readme), block) {
+		t.Fatalf("README.md does not hold the body of Example verbatim; want the block\n%s", block)
+	}
+}
+
+// Options.SkipJITRestore: "so that Open itself writes nothing (installing a tool again
+// is recorded in the process's event log)". Opening twice that way leaves the log as
+// it was; opening normally installs the tool again and records it.
+func TestSkipJITRestoreWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	sys := open(t, dir)
+	img, _ := libos.DefaultImage()
+	pid, err := sys.SpawnImage(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, sys, pid)
+	sys.Close()
+	count := func(o libos.Options) (int, bool) {
+		t.Helper()
+		s, err := libos.Open(ctx, dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		evs, err := s.Events(pid, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Process(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, has := info.Tools["add"]
+		return len(evs), has
+	}
+	n1, has := count(libos.Options{SkipJITRestore: true})
+	n2, _ := count(libos.Options{SkipJITRestore: true})
+	if n1 != n2 || has {
+		t.Fatalf("SkipJITRestore: %d then %d events, tool installed %v", n1, n2, has)
+	}
+	if n3, has := count(libos.Options{}); n3 <= n2 || !has {
+		t.Fatalf("a normal Open: %d events after %d, tool installed %v", n3, n2, has)
 	}
 }

@@ -2,9 +2,9 @@ package libos
 
 import (
 	"context"
-	"fmt"
 	"time"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/tools"
 	"github.com/agentlibos/libos/wasm"
 )
@@ -81,7 +81,7 @@ func (v *Validator) Close() error {
 // runs). A cache that already holds this guest is left as it is.
 func WarmCache(ctx context.Context, dir string) error {
 	if dir == "" {
-		return fmt.Errorf("%w: no directory given", ErrCache)
+		return liberr.New("libos", CodeCacheUnusable, "no compilation cache directory given")
 	}
 	sb, err := newSandbox(ctx, dir, 0, -1)
 	if err != nil {
@@ -89,3 +89,6 @@ func WarmCache(ctx context.Context, dir string) error {
 	}
 	return sb.Close(ctx)
 }
+
+// LogLine is one console line a test printed.
+type LogLine = tools.LogLine

@@ -34,6 +34,7 @@ var registry = []registered{
 	{"argument_invalid", "syscalls", "The arguments do not match the route's argument schema, or a bound the schema cannot express (byte sizes, time zone names, cursors)."},
 	{"audit_failed", "syscalls", "The decision could not be recorded; nothing unaudited is acknowledged, so the call fails."},
 	{"budget_exceeded", "engine syscalls", "A durable budget of the process is spent: its tool-call budget or a syscall budget."},
+	{"cache_unusable", ".", "The compilation cache directory given to libos.Open, libos.NewValidator or libos.WarmCache cannot be created or written; open again without one to compile in memory."},
 	{"call_not_found", "tools", "The process has no tool call with that ID."},
 	{"call_unsettled", "tools", "The call has no settlement (it is open, or it was settled as unknown after a crash): there is no result to expect."},
 	{"canceled", "agent store wasm", "The caller's context was done (cancelled, or its deadline passed) before the work finished."},

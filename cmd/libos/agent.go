@@ -173,7 +173,7 @@ func runAgent(ctx context.Context, e *env, f agentFlags, prompt string) error {
 	defer stop()
 
 	out := &agentPrinter{w: e.stdout}
-	cfg := agent.Config{Kernel: sys.k, Log: sys.st, Provider: prov, Model: f.model, PID: pid,
+	cfg := agent.Config{Kernel: sys.k, Log: sys.Store(), Provider: prov, Model: f.model, PID: pid,
 		MaxSteps: f.maxSteps, BudgetTokens: f.budgetTokens, Observer: out.observer()}
 	if inline {
 		done := make(chan struct{})

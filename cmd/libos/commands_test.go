@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -214,8 +217,8 @@ func TestVersionAndHelp(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "QuickJS 2021-03-27") || !regexp.MustCompile(`wazero v\d+\.\d+\.\d+`).MatchString(r.stdout) {
 		t.Errorf("--version:\n%s", r.stdout)
 	}
-	for _, c := range []string{"serve", "validate", "diagnose", "demo", "call", "tools", "syscalls", "ps", "events", "candidates"} {
-		r := libos(t, "", c, "--help")
+	for _, c := range []string{"serve", "validate", "diagnose", "demo", "call", "tools", "syscalls", "ps", "events", "candidates", "version", "cache warm"} {
+		r := libos(t, "", append(strings.Fields(c), "--help")...)
 		if r.code != 0 || !strings.Contains(r.stdout, "Examples:") {
 			t.Errorf("%s --help has no examples (exit %d)", c, r.code)
 		}
@@ -225,6 +228,69 @@ func TestVersionAndHelp(t *testing.T) {
 	}
 	if r := libos(t, "", "nonsense"); r.code != 2 {
 		t.Errorf("unknown command: exit %d", r.code)
+	}
+}
+
+// TestVersionCommand: "libos version prints them [the guest's sha256, the QuickJS
+// release, the clang/wasi-libc versions and the patch digest] with the module version
+// (from debug.ReadBuildInfo), Go version and platform." The sha256 printed is the one
+// of the committed guest file.
+func TestVersionCommand(t *testing.T) {
+	guest, err := os.ReadFile(filepath.Join("..", "..", "wasm", "libos_guest.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(guest)
+	r := libos(t, "", "version")
+	for _, want := range []string{
+		"guest sha256 " + hex.EncodeToString(sum[:]), "QuickJS 2021-03-27", "patch sha256 ", "clang version ", "wasi-libc ",
+		runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("libos version (exit %d) lacks %q:\n%s", r.code, want, r.stdout)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^libos \S+$`).MatchString(r.stdout) || !regexp.MustCompile(`wazero v\d+\.\d+\.\d+`).MatchString(r.stdout) {
+		t.Errorf("libos version names no module or wazero version:\n%s", r.stdout)
+	}
+	r = libos(t, "", "version", "--json")
+	var v struct {
+		Module string `json:"module"`
+		Guest  struct {
+			SHA256 string `json:"sha256"`
+		} `json:"guest"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Module == "" || v.Guest.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("libos version --json: %v\n%s", err, r.stdout)
+	}
+}
+
+// TestCacheWarm: "libos cache warm / --cache-dir so a CI cache step can keep the
+// compiled guest": warm fills the directory, validate uses it, and a directory that
+// cannot hold a cache is a usage error for warm (exit 2) and only a warning for the
+// commands that can compile in memory.
+func TestCacheWarm(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "cache")
+	if r := libos(t, "", "cache", "warm", "--cache-dir", cache); r.code != 0 || !strings.Contains(r.stdout, cache) {
+		t.Fatalf("cache warm: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	ents, err := os.ReadDir(cache)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("cache warm left %s empty (%v)", cache, err)
+	}
+	cand := filepath.Join("..", "..", "testdata", "candidates", "good_sum_exact.json")
+	if r := libos(t, "", "validate", "--cache-dir", cache, cand); r.code != 0 {
+		t.Fatalf("validate --cache-dir: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := libos(t, "", "cache", "warm", "--cache-dir", file); r.code != 2 || !strings.Contains(r.stderr, "compilation cache") {
+		t.Errorf("cache warm on a file: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := libos(t, "", "validate", "--cache-dir", file, cand); r.code != 0 || !strings.Contains(r.stderr, "compiling in memory") {
+		t.Errorf("validate with an unusable cache: exit %d\n%s", r.code, r.stderr)
 	}
 }
 

@@ -232,7 +232,7 @@ func (d *demo) run() error {
 	if err := expectCode("protocol_frame", second(d.call(pid, `{"name":"echo","arguments":"[1,2,3]"}`))); err != nil {
 		return err
 	}
-	r, err := diag.Run(d.ctx, k, d.sys.st, pid, diag.Options{})
+	r, err := diag.Run(d.ctx, k, pid, diag.Options{})
 	if err != nil {
 		return err
 	}
@@ -304,7 +304,7 @@ func (d *demo) run() error {
 	}
 
 	d.title("The audit log: every call, rejection and decision, hash-chained")
-	evs, err := d.sys.st.Events(pid, 0, 1000)
+	evs, err := d.sys.Events(pid, 0, 1000)
 	if err != nil {
 		return err
 	}
@@ -322,7 +322,7 @@ func (d *demo) run() error {
 	}
 	d.say("%s: %d events: %s", pid, len(evs), strings.Join(parts, ", "))
 	for _, p := range []string{pid, mpid, npid} {
-		if err := d.sys.st.Verify(p); err != nil {
+		if err := d.sys.VerifyLog(p); err != nil {
 			return fmt.Errorf("the log of %s does not verify: %w", p, err)
 		}
 	}

@@ -119,7 +119,7 @@ func (d *demo) egress() error {
 
 	d.say("the audit log, each net.fetch decision (never bodies or secret values):")
 	for _, p := range []string{pid, dpid} {
-		evs, err := d.sys.st.Events(p, 0, 1000)
+		evs, err := d.sys.Events(p, 0, 1000)
 		if err != nil {
 			return err
 		}

@@ -84,7 +84,7 @@ one fails.`,
 				if viaProvider != nil {
 					opts.Caller = providerCaller(sys, pid, viaProvider, f.model)
 				}
-				r, err := diag.Run(cmd.Context(), sys.k, sys.st, pid, opts)
+				r, err := diag.Run(cmd.Context(), sys.k, pid, opts)
 				if err != nil {
 					return usageErr("diagnose: %v", err)
 				}
@@ -212,7 +212,7 @@ func providerCaller(sys *system, pid string, prov agent.Provider, model string) 
 		k := &firstCall{Kernel: sys.k}
 		prompt := "This is a transport diagnostic. Call the tool " + fn + " exactly once, with exactly this JSON object as its arguments, unchanged: " +
 			string(args) + "\nWhen the result arrives, reply with the single word: done."
-		_, err := agent.Run(ctx, agent.Config{Kernel: k, Log: sys.st, Provider: prov, Model: model, PID: pid, MaxSteps: 2}, prompt)
+		_, err := agent.Run(ctx, agent.Config{Kernel: k, Log: sys.Store(), Provider: prov, Model: model, PID: pid, MaxSteps: 2}, prompt)
 		if !k.seen {
 			if err != nil {
 				return fn, nil, nil, err

@@ -2,7 +2,10 @@
 // diagnostics, the operator commands and a demo. It contains no logic the library
 // lacks: every decision about a tool call, an image, a candidate or an approval is the
 // kernel's (engine), the JIT lifecycle's (tools) or the store's, and the commands only
-// read flags, call the library and print what it answers.
+// read flags, call the library and print what it answers. It is built on package libos
+// (the module's root) as any embedder is: libos.Open for a store, libos.NewValidator for
+// 'libos validate', System.MCPServer for 'libos serve', libos.Version for 'libos
+// version'; it makes none of the parts itself.
 //
 // What it owns: the command line (cobra: help, examples and completion on every
 // command, slog logs on stderr; MCP itself is served by the public package

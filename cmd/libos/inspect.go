@@ -57,7 +57,7 @@ func pidArgs(e *env) cobra.CompletionFunc {
 		}
 		var pids []string
 		_ = withSystem(cmd.Context(), e, readOnly, func(sys *system) error {
-			procs, err := sys.st.Processes()
+			procs, err := sys.ListProcesses()
 			for _, p := range procs {
 				if strings.HasPrefix(p.PID, toComplete) {
 					pids = append(pids, p.PID)

@@ -4,20 +4,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	los "github.com/agentlibos/libos"
 )
-
-// version is the libOS version, set at link time for releases
-// (-ldflags "-X main.version=v1.2.3").
-var version = "0.0.0-dev"
-
-// quickJSVersion is the QuickJS release compiled into the sandbox guest
-// (wasm/guest/build.sh, CONFIG_VERSION).
-const quickJSVersion = "2021-03-27"
 
 // env is what every command shares: the standard streams, the global flags and the
 // logger built from them.
@@ -26,6 +18,7 @@ type env struct {
 	stdout, stderr io.Writer
 
 	dataDir   string
+	cacheDir  string
 	logFormat string
 	logLevel  string
 
@@ -63,14 +56,16 @@ and 'libos validate' to check tool candidates in CI.`,
 	pf.StringVar(&e.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = root.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
+	pf.StringVar(&e.cacheDir, "cache-dir", "", "compilation cache of the sandbox guest (default libos/wazero in the user's cache directory; see 'libos cache warm')")
 	_ = root.MarkPersistentFlagDirname("data")
+	_ = root.MarkPersistentFlagDirname("cache-dir")
 
 	root.AddGroup(
 		&cobra.Group{ID: "main", Title: "Main commands:"},
 		&cobra.Group{ID: "inspect", Title: "Inspecting a store:"},
 		&cobra.Group{ID: "operator", Title: "Operator commands:"},
 	)
-	for _, c := range []*cobra.Command{newServeCmd(e), newValidateCmd(e), newTestCmd(e), newDiagnoseCmd(e), newAgentCmd(e), newDemoCmd(e)} {
+	for _, c := range []*cobra.Command{newServeCmd(e), newValidateCmd(e), newTestCmd(e), newDiagnoseCmd(e), newAgentCmd(e), newDemoCmd(e), newVersionCmd(e), newCacheCmd(e)} {
 		c.GroupID = "main"
 		root.AddCommand(c)
 	}
@@ -102,24 +97,75 @@ func (e *env) setupLog() error {
 	return nil
 }
 
-// versionString names this build and the two engines it embeds; wazero's version is
-// read from the build information, so it cannot drift from go.mod.
+// versionString names this build: the module version, the sandbox guest it embeds
+// (its sha256 and QuickJS release), wazero, Go and the platform, all from the build
+// itself (Version in package libos), so none of it can drift.
 func versionString() string {
-	wazero := "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == "github.com/tetratelabs/wazero" {
-				wazero = d.Version
-				if d.Replace != nil {
-					wazero = d.Replace.Version
-				}
-			}
-		}
-	}
+	v := los.Version()
 	var b strings.Builder
-	fmt.Fprintf(&b, "libos %s\n", version)
-	fmt.Fprintf(&b, "QuickJS %s (compiled to WebAssembly)\n", quickJSVersion)
-	fmt.Fprintf(&b, "wazero %s\n", wazero)
-	fmt.Fprintf(&b, "%s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(&b, "libos %s\n", v.Module)
+	if v.Revision != "" {
+		fmt.Fprintf(&b, "revision %s\n", v.Revision)
+	}
+	fmt.Fprintf(&b, "guest sha256 %s\n", v.Guest.SHA256)
+	fmt.Fprintf(&b, "QuickJS %s (compiled to WebAssembly; sources %s, patch sha256 %s)\n", v.Guest.QuickJSRelease, v.Guest.QuickJSSource, v.Guest.PatchSHA256)
+	fmt.Fprintf(&b, "built with %s, wasi-libc %s\n", v.Guest.Clang, v.Guest.WASILibc)
+	fmt.Fprintf(&b, "wazero %s\n", v.Wazero)
+	fmt.Fprintf(&b, "%s %s", v.Go, v.Platform)
 	return b.String()
+}
+
+func newVersionCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of libos, of its sandbox guest and of the toolchain",
+		Long: `Print the module version, the sha256 of the embedded sandbox guest, the QuickJS
+release and how the guest was built, the wazero version, the Go version and the platform.`,
+		Example: "  libos version\n  libos version --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON {
+				return writeJSON(e.stdout, los.Version())
+			}
+			fmt.Fprintln(e.stdout, versionString())
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the version information as one JSON object")
+	return c
+}
+
+func newCacheCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cache",
+		Short: "Manage the compilation cache of the sandbox guest",
+		Long: `The sandbox guest (QuickJS in WebAssembly) is compiled to machine code once and kept in
+the compilation cache (--cache-dir, default libos/wazero in the user's cache directory),
+so that later commands start without compiling it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	warm := &cobra.Command{
+		Use:   "warm",
+		Short: "Compile the sandbox guest into the compilation cache",
+		Long: `Compile the sandbox guest into the compilation cache now, so that the next command
+(libos validate in a CI job, libos serve) starts without compiling it. A CI cache step
+that keeps the directory between runs saves the compilation on every run after the first.`,
+		Example: "  libos cache warm\n  libos cache warm --cache-dir .libos-cache && libos validate --cache-dir .libos-cache tools/candidates/",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := e.cacheDirectory()
+			if dir == "" {
+				return usageErr("no user cache directory; pass --cache-dir DIR")
+			}
+			if err := los.WarmCache(cmd.Context(), dir); err != nil {
+				return usageErr("%v", err)
+			}
+			fmt.Fprintf(e.stdout, "compiled the sandbox guest into %s\n", dir)
+			return nil
+		},
+	}
+	c.AddCommand(warm)
+	return c
 }

@@ -132,16 +132,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		e.log.Info("serving an existing process", "pid", pid, "projection", proj, "store", sys.dir)
 	}
 
-	instr, err := sys.k.Instructions(pid)
-	if err != nil {
-		return usageErr("serve: %v", err)
-	}
-	bridge, err := mcpserver.New(sys.k, pid, mcpserver.Options{
-		Name:         "libos",
-		Version:      version,
-		Instructions: instr,
-		Logger:       e.log,
-	})
+	bridge, err := sys.MCPServer(pid, mcpserver.Options{Logger: e.log})
 	if err != nil {
 		return usageErr("serve: %v", err)
 	}

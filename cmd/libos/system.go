@@ -8,25 +8,23 @@ import (
 	"path/filepath"
 	"strings"
 
+	los "github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
-	"github.com/agentlibos/libos/store"
-	"github.com/agentlibos/libos/tools"
 	"github.com/agentlibos/libos/wasm"
 )
 
-// system is an open store with a kernel on it: what every command that touches
-// processes needs. Close it once.
+// system is the libOS opened on the store of a command (System in package libos), with the
+// kernel under its own name for the commands that hand it on. Close it once.
 type system struct {
-	dir     string
-	st      *store.Store
-	k       *engine.Kernel
-	sandbox *wasm.Engine
-	jit     *tools.JIT
+	*los.System
+	k   *engine.Kernel
+	dir string
 }
 
 // access says whether a command runs tool calls (and so needs the JIT tools of
-// restored processes installed again) or only reads the store.
+// restored processes installed again) or only reads the store: installing them again
+// is recorded in the event log, and a command that only reads writes nothing.
 type access int
 
 const (
@@ -39,15 +37,15 @@ func (e *env) dataDirectory() (string, error) {
 	if e.dataDir != "" {
 		return e.dataDir, nil
 	}
-	dir, err := store.DefaultDir()
+	dir, err := los.DefaultDir()
 	if err != nil {
 		return "", usageErr("no default store directory (%v); pass --data DIR", err)
 	}
 	return dir, nil
 }
 
-// open opens the store at --data (or the default directory) and starts a kernel on it,
-// which restores every process the store holds.
+// open opens the store at --data (or the default directory) and starts the libOS on
+// it, which restores every process the store holds.
 func (e *env) open(ctx context.Context, mode access) (*system, error) {
 	dir, err := e.dataDirectory()
 	if err != nil {
@@ -56,86 +54,81 @@ func (e *env) open(ctx context.Context, mode access) (*system, error) {
 	return openSystem(ctx, dir, e, mode)
 }
 
-// newSandbox starts the QuickJS sandbox with wazero's compilation cache in the user's
-// cache directory, so that every command after the first starts in milliseconds.
+// cacheDir is --cache-dir, else the user's cache directory: wazero's compilation cache
+// of the guest, so that every command after the first starts without compiling it.
+// "" (no cache directory known) compiles in memory.
+func (e *env) cacheDirectory() string {
+	if e.cacheDir != "" {
+		return e.cacheDir
+	}
+	dir, err := los.DefaultCacheDir()
+	if err != nil {
+		return ""
+	}
+	return dir
+}
+
+// retryWithoutCache runs open with the compilation cache, and once more without it
+// when the cache directory is unusable: a command must not fail for want of a cache.
+func retryWithoutCache[T any](e *env, open func(cacheDir string) (T, error)) (T, error) {
+	dir := e.cacheDirectory()
+	v, err := open(dir)
+	if errors.Is(err, los.ErrCache) {
+		e.log.Warn("the compilation cache is unusable; compiling in memory", "dir", dir, "err", err)
+		v, err = open("")
+	}
+	return v, err
+}
+
+// newSandbox starts a sandbox of its own, with the compilation cache, for the commands
+// that replay journaled calls against a store without a kernel (tape.go).
 func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
-	cfg := wasm.Config{}
-	if dir, err := os.UserCacheDir(); err == nil {
-		cfg.CacheDir = filepath.Join(dir, "libos", "wazero")
-	}
-	sb, err := wasm.NewEngine(ctx, cfg)
-	if err != nil && cfg.CacheDir != "" {
-		e.log.Warn("the compilation cache is unusable; compiling in memory", "dir", cfg.CacheDir, "err", err)
-		sb, err = wasm.NewEngine(ctx, wasm.Config{})
-	}
+	sb, err := retryWithoutCache(e, func(cacheDir string) (*wasm.Engine, error) {
+		if cacheDir != "" {
+			if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+				return nil, fmt.Errorf("%w: %v", los.ErrCache, err)
+			}
+		}
+		return wasm.NewEngine(ctx, wasm.Config{CacheDir: cacheDir})
+	})
 	if err != nil {
 		return nil, usageErr("cannot start the sandbox: %v", err)
 	}
 	return sb, nil
 }
 
-// openSystem opens the store in dir and the kernel on it with every built-in tool.
-// The kernel restores the store's processes; in readWrite mode their registered JIT
-// tools are installed again too (recorded as tools_changed events with change
-// "rehydrated"), so that calls can reach them.
+// openSystem opens the libOS on the store in dir. The kernel restores the store's
+// processes; in readWrite mode their registered JIT tools are installed again too
+// (recorded as tools_changed events with change "rehydrated"), so that calls can reach
+// them, and in readOnly mode opening writes nothing.
 func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, error) {
-	sb, err := newSandbox(ctx, e)
+	ls, err := retryWithoutCache(e, func(cacheDir string) (*los.System, error) {
+		return los.Open(ctx, dir, los.Options{CacheDir: cacheDir, SkipJITRestore: mode == readOnly})
+	})
 	if err != nil {
-		return nil, err
-	}
-	st, err := store.Open(dir, store.Options{})
-	if err != nil {
-		sb.Close(ctx)
-		if errors.Is(err, store.ErrInUse) {
+		if errors.Is(err, los.ErrStoreInUse) {
 			return nil, usageErr("the store %s is in use by another libos (a running 'libos serve'?): stop it, or pass --data DIR for another store", dir)
 		}
-		return nil, usageErr("cannot open the store %s: %v", dir, err)
+		return nil, usageErr("%v", err)
 	}
-	jit, err := tools.NewJIT(tools.Config{Store: st, Sandbox: sb})
-	if err != nil {
-		st.Close()
-		sb.Close(ctx)
-		return nil, usageErr("cannot set up JIT tools: %v", err)
-	}
-	cfg := engine.Config{Builtins: append([]engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}, jit.Tools()...)}
-	if mode == readWrite {
-		// The kernel rebuilds the committed JIT bindings of the processes it restores.
-		cfg.JIT = jit
-	}
-	k, err := engine.Open(ctx, st, cfg)
-	if err != nil {
-		st.Close()
-		sb.Close(ctx)
-		return nil, usageErr("cannot start the kernel on %s: %v", dir, err)
-	}
-	sys := &system{dir: dir, st: st, k: k, sandbox: sb, jit: jit}
-	for _, u := range k.UnknownSettlements() {
+	sys := &system{System: ls, k: ls.Kernel, dir: dir}
+	for _, u := range ls.UnknownSettlements() {
 		e.log.Warn("a tool call was not settled before the last stop; its effects are unknown and it was not retried",
 			"pid", u.PID, "call_id", u.CallID, "tool", u.Tool, "seq", u.Seq)
 	}
-	for _, f := range k.BindingFailures() {
+	for _, f := range ls.BindingFailures() {
 		e.log.Warn("a registered JIT tool could not be installed again", "failure", fmt.Sprintf("%+v", f))
 	}
-	if mode == readWrite {
-		if err := jit.Attach(ctx, k); err != nil {
-			// The bindings that could be installed are; the others are named here.
-			e.log.Warn("some registered JIT tools could not be installed again", "err", err)
-		}
+	if err := ls.RehydrateErr(); err != nil {
+		// The bindings that could be installed are; the others are named here.
+		e.log.Warn("some registered JIT tools could not be installed again", "err", err)
 	}
 	return sys, nil
 }
 
 // Close stops the kernel (waiting for calls in flight to settle), then the store and
 // the sandbox.
-func (s *system) Close() error {
-	kerr := s.k.Close()
-	serr := s.st.Close()
-	s.sandbox.Close(context.Background())
-	if err := errors.Join(kerr, serr); err != nil {
-		return fmt.Errorf("closing %s: %w", s.dir, err)
-	}
-	return nil
-}
+func (s *system) Close() error { return s.System.Close() }
 
 // image is the image to spawn: the file at path, or the embedded default image. A
 // non-empty projection overrides the image's.
@@ -143,7 +136,7 @@ func loadImage(path string, projection engine.Projection) (*image.Image, error) 
 	var img *image.Image
 	var err error
 	if path == "" {
-		img, err = tools.DefaultImage()
+		img, err = los.DefaultImage()
 	} else {
 		abs, aerr := filepath.Abs(path)
 		if aerr != nil {

@@ -14,10 +14,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	los "github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/tools"
 )
@@ -88,13 +88,13 @@ path) and when SIGINT or SIGTERM stops the run, which then prints no report.`,
 // candidateResult is one candidate in the report; the JSON names are the documented
 // --json format.
 type candidateResult struct {
-	File     string             `json:"file"`
-	Name     string             `json:"name"`
-	OK       bool               `json:"ok"`
-	Errors   []tools.Diagnostic `json:"errors"`
-	Warnings []tools.Diagnostic `json:"warnings"`
-	Tests    []testResult       `json:"tests"`
-	Logs     []tools.LogLine    `json:"logs"`
+	File     string           `json:"file"`
+	Name     string           `json:"name"`
+	OK       bool             `json:"ok"`
+	Errors   []los.Diagnostic `json:"errors"`
+	Warnings []los.Diagnostic `json:"warnings"`
+	Tests    []testResult     `json:"tests"`
+	Logs     []los.LogLine    `json:"logs"`
 	// PID and CandidateID name the durable record, with --store.
 	PID         string `json:"pid,omitempty"`
 	CandidateID string `json:"candidate_id,omitempty"`
@@ -104,10 +104,10 @@ type candidateResult struct {
 }
 
 type testResult struct {
-	Index    int               `json:"index"`
-	OK       bool              `json:"ok"`
-	Error    *tools.Diagnostic `json:"error"`
-	Observed json.RawMessage   `json:"observed,omitempty"`
+	Index    int             `json:"index"`
+	OK       bool            `json:"ok"`
+	Error    *los.Diagnostic `json:"error"`
+	Observed json.RawMessage `json:"observed,omitempty"`
 }
 
 type validateReport struct {
@@ -170,7 +170,7 @@ func expandArgs(args []string) ([]string, error) {
 
 // validator runs one candidate: through the store-free Validator, or with --store
 // through the real propose and validate tools of a process.
-type validator func(ctx context.Context, c tools.Candidate, raw []byte) (tools.Report, string, string, error)
+type validator func(ctx context.Context, c los.Candidate, raw []byte) (los.Report, string, string, error)
 
 func validate(ctx context.Context, e *env, f validateFlags, args []string) error {
 	files, err := expandArgs(args)
@@ -191,15 +191,16 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 	var run validator
 	workers := runtime.GOMAXPROCS(0)
 	if f.store == "" {
-		sb, err := newSandbox(ctx, e)
+		// The validator's default fixed clock keeps the reports identical from run to run.
+		v, err := retryWithoutCache(e, func(cacheDir string) (*los.Validator, error) {
+			return los.NewValidator(ctx, los.ValidatorOptions{CacheDir: cacheDir})
+		})
 		if err != nil {
-			return err
+			return usageErr("cannot start the sandbox: %v", err)
 		}
-		defer sb.Close(context.Background())
-		// A fixed clock keeps the reports identical from run to run.
-		v := tools.NewValidator(sb, tools.ValidatorConfig{Clock: func() (t timeT) { return tools.ValidationTime }})
-		run = func(ctx context.Context, c tools.Candidate, _ []byte) (tools.Report, string, string, error) {
-			return v.Validate(ctx, c), "", "", nil
+		defer v.Close()
+		run = func(ctx context.Context, c los.Candidate, _ []byte) (los.Report, string, string, error) {
+			return v.ValidateCandidate(ctx, c), "", "", nil
 		}
 	} else {
 		sys, err := openSystem(ctx, f.store, e, readWrite)
@@ -335,13 +336,13 @@ func interrupted(ctx context.Context) error {
 }
 
 func validateOne(ctx context.Context, run validator, file string, raw []byte) (candidateResult, error) {
-	r := candidateResult{File: file, Errors: []tools.Diagnostic{}, Warnings: []tools.Diagnostic{}, Tests: []testResult{}, Logs: []tools.LogLine{}}
-	c, err := tools.ParseCandidate(raw)
+	r := candidateResult{File: file, Errors: []los.Diagnostic{}, Warnings: []los.Diagnostic{}, Tests: []testResult{}, Logs: []los.LogLine{}}
+	c, err := los.ParseCandidate(raw)
 	if err != nil {
 		// A file that is not a candidate is a rejected candidate, as a malformed
 		// proposal is: its code says why.
 		r.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-		r.Errors = append(r.Errors, tools.Diagnostic{Code: codeOf(err), Message: err.Error()})
+		r.Errors = append(r.Errors, los.Diagnostic{Code: codeOf(err), Message: err.Error()})
 		return r, nil
 	}
 	r.Name = c.Name
@@ -372,7 +373,7 @@ func codeOf(err error) string {
 // candidate's source_code (the TypeScript program), not in the JSON file that holds it,
 // so they are printed after the field's name: "FILE: source_code:LINE:COLUMN". A
 // diagnostic with no position is placed at FILE.
-func position(file string, d tools.Diagnostic) string {
+func position(file string, d los.Diagnostic) string {
 	if d.Line > 0 {
 		return fmt.Sprintf("%s: source_code:%d:%d", file, d.Line, d.Column)
 	}
@@ -380,14 +381,14 @@ func position(file string, d tools.Diagnostic) string {
 }
 
 // textPosition is position for the text report, with the file as fileText prints it.
-func textPosition(file string, d tools.Diagnostic) string {
+func textPosition(file string, d los.Diagnostic) string {
 	if d.Line > 0 {
 		return fmt.Sprintf("%s: source_code:%d:%d", fileText(file), d.Line, d.Column)
 	}
 	return fileText(file)
 }
 
-func where(d tools.Diagnostic) string {
+func where(d los.Diagnostic) string {
 	var parts []string
 	if d.Test != nil {
 		parts = append(parts, fmt.Sprintf("test %d", *d.Test))
@@ -420,7 +421,7 @@ func printValidateReport(w io.Writer, rep validateReport, verbose bool) {
 		}
 		for _, list := range []struct {
 			sev   string
-			diags []tools.Diagnostic
+			diags []los.Diagnostic
 		}{{"error", c.Errors}, {"warning", c.Warnings}} {
 			for _, d := range list.diags {
 				line := fmt.Sprintf("%s: %s: %s: %s%s", textPosition(c.File, d), list.sev, printable(d.Code), printable(d.Message), printable(where(d)))
@@ -531,7 +532,7 @@ func writeJUnit(path string, rep validateReport) error {
 		// Errors that are not a test's own (static checks, proposal checks) fail the
 		// "checks" case; a candidate always has it, so a passing one shows too.
 		tc := junitCase{Name: "checks", Classname: c.Name, File: c.File}
-		var ownErrors []tools.Diagnostic
+		var ownErrors []los.Diagnostic
 		for _, d := range c.Errors {
 			if d.Test == nil {
 				ownErrors = append(ownErrors, d)
@@ -626,35 +627,33 @@ func (p *progress) done() {
 	}
 }
 
-type timeT = time.Time
-
 func asCoder(err error, c *interface{ ErrorCode() string }) bool { return errors.As(err, c) }
 
 // storeValidator proposes and validates each candidate in one fresh process of the
 // store, through the host API: the same tools a model calls, with the same records.
 func storeValidator(e *env, sys *system) validator {
 	var pid string
-	return func(ctx context.Context, c tools.Candidate, raw []byte) (tools.Report, string, string, error) {
+	return func(ctx context.Context, c los.Candidate, raw []byte) (los.Report, string, string, error) {
 		if pid == "" {
 			p, err := sys.spawnImage(ctx, "", engine.Direct)
 			if err != nil {
-				return tools.Report{}, "", "", err
+				return los.Report{}, "", "", err
 			}
 			pid = p
 			e.log.Info("validating in a fresh process", "pid", pid, "store", sys.dir)
 		}
-		reject := func(err error) tools.Report {
+		reject := func(err error) los.Report {
 			msg := err.Error()
 			var ee *engine.Error
 			if errors.As(err, &ee) {
 				msg = ee.Message
 			}
-			return tools.Report{Errors: []tools.Diagnostic{{Code: engine.CodeOf(err), Message: msg}}}
+			return los.Report{Errors: []los.Diagnostic{{Code: engine.CodeOf(err), Message: msg}}}
 		}
-		res, err := sys.k.Runtime().Tools.Call(ctx, pid, tools.ProposeName, raw)
+		res, err := sys.k.Runtime().Tools.Call(ctx, pid, "propose_jit_tool", raw)
 		if err != nil {
 			if engine.CodeOf(err) == string(engine.CodeStorage) {
-				return tools.Report{}, pid, "", usageErr("--store: %v", err)
+				return los.Report{}, pid, "", usageErr("--store: %v", err)
 			}
 			return reject(err), pid, "", nil
 		}
@@ -662,19 +661,19 @@ func storeValidator(e *env, sys *system) validator {
 			CandidateID string `json:"candidate_id"`
 		}
 		if err := json.Unmarshal(res.Structured, &proposed); err != nil {
-			return tools.Report{}, pid, "", usageErr("--store: propose_jit_tool answered %s", res.Structured)
+			return los.Report{}, pid, "", usageErr("--store: propose_jit_tool answered %s", res.Structured)
 		}
 		args, _ := json.Marshal(proposed)
-		res, err = sys.k.Runtime().Tools.Call(ctx, pid, tools.ValidateName, args)
+		res, err = sys.k.Runtime().Tools.Call(ctx, pid, "validate_jit_tool", args)
 		if err != nil {
 			if engine.CodeOf(err) == string(engine.CodeStorage) {
-				return tools.Report{}, pid, proposed.CandidateID, usageErr("--store: %v", err)
+				return los.Report{}, pid, proposed.CandidateID, usageErr("--store: %v", err)
 			}
 			return reject(err), pid, proposed.CandidateID, nil
 		}
-		var rep tools.Report
+		var rep los.Report
 		if err := json.Unmarshal(res.Structured, &rep); err != nil {
-			return tools.Report{}, pid, proposed.CandidateID, usageErr("--store: validate_jit_tool answered %s", res.Structured)
+			return los.Report{}, pid, proposed.CandidateID, usageErr("--store: validate_jit_tool answered %s", res.Structured)
 		}
 		return rep, pid, proposed.CandidateID, nil
 	}

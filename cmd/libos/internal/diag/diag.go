@@ -136,8 +136,8 @@ type Report struct {
 	NotTested  []string `json:"not_tested"`
 }
 
-// Run diagnoses process pid of k, whose store is st.
-func Run(ctx context.Context, k *engine.Kernel, st *store.Store, pid string, opts Options) (*Report, error) {
+// Run diagnoses process pid of k.
+func Run(ctx context.Context, k *engine.Kernel, pid string, opts Options) (*Report, error) {
 	info, err := k.Process(pid)
 	if err != nil {
 		return nil, err
@@ -148,7 +148,7 @@ func Run(ctx context.Context, k *engine.Kernel, st *store.Store, pid string, opt
 	}
 
 	// Echo round trip.
-	call, err := sendVia(ctx, k, st, pid, "echo", json.RawMessage(Sentinel), opts.Caller)
+	call, err := sendVia(ctx, k, pid, "echo", json.RawMessage(Sentinel), opts.Caller)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func Run(ctx context.Context, k *engine.Kernel, st *store.Store, pid string, opt
 	r.OK = call.Dispatched && call.Failure == nil && r.Echo.Match && r.Echo.Limits.Within && !r.Echo.Limits.Truncated
 
 	if opts.JIT != "" {
-		j, err := runJIT(ctx, k, st, pid, info, opts)
+		j, err := runJIT(ctx, k, pid, info, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -191,18 +191,14 @@ func compactLen(s string) int {
 	return b.Len()
 }
 
-func runJIT(ctx context.Context, k *engine.Kernel, st *store.Store, pid string, info engine.ProcessInfo, opts Options) (*JIT, error) {
+func runJIT(ctx context.Context, k *engine.Kernel, pid string, info engine.ProcessInfo, opts Options) (*JIT, error) {
 	j := &JIT{Name: opts.JIT, Projection: string(info.Projection)}
 	if kind, ok := info.Tools[opts.JIT]; !ok || kind != engine.KindJIT {
 		return nil, fmt.Errorf("diag: process %s has no registered JIT tool %q", pid, opts.JIT)
 	}
-	b, err := st.Binding(pid, opts.JIT)
+	cand, err := candidateOf(k, pid, opts.JIT)
 	if err != nil {
-		return nil, fmt.Errorf("diag: the binding of %s: %w", opts.JIT, err)
-	}
-	cand, err := st.Candidate(pid, b.CandidateID)
-	if err != nil {
-		return nil, fmt.Errorf("diag: the candidate %s of %s: %w", b.CandidateID, opts.JIT, err)
+		return nil, err
 	}
 	valid := opts.JITArgs
 	if valid == nil {
@@ -238,11 +234,11 @@ func runJIT(ctx context.Context, k *engine.Kernel, st *store.Store, pid string, 
 		return opts.JIT, args
 	}
 	fn, args := envelope(valid)
-	if j.Valid, err = send(ctx, k, st, pid, fn, args); err != nil {
+	if j.Valid, err = send(ctx, k, pid, fn, args); err != nil {
 		return nil, err
 	}
 	fn, args = envelope(invalid)
-	if j.Invalid, err = send(ctx, k, st, pid, fn, args); err != nil {
+	if j.Invalid, err = send(ctx, k, pid, fn, args); err != nil {
 		return nil, err
 	}
 	j.InvalidRejectedBeforeExecution = !j.Invalid.Dispatched && j.Invalid.Failure != nil &&
@@ -252,14 +248,14 @@ func runJIT(ctx context.Context, k *engine.Kernel, st *store.Store, pid string, 
 }
 
 // send makes one model-facing call and collects its evidence from the event log.
-func send(ctx context.Context, k *engine.Kernel, st *store.Store, pid, fn string, args json.RawMessage) (Call, error) {
-	return sendVia(ctx, k, st, pid, fn, args, nil)
+func send(ctx context.Context, k *engine.Kernel, pid, fn string, args json.RawMessage) (Call, error) {
+	return sendVia(ctx, k, pid, fn, args, nil)
 }
 
 // sendVia is send through caller (nil: the frame straight to the kernel).
-func sendVia(ctx context.Context, k *engine.Kernel, st *store.Store, pid, fn string, args json.RawMessage, caller Caller) (Call, error) {
+func sendVia(ctx context.Context, k *engine.Kernel, pid, fn string, args json.RawMessage, caller Caller) (Call, error) {
 	c := Call{Function: fn, Arguments: args, Events: []string{}}
-	head, err := st.Head(pid)
+	head, err := lastSeq(k, pid)
 	if err != nil {
 		return c, err
 	}
@@ -276,7 +272,7 @@ func sendVia(ctx context.Context, k *engine.Kernel, st *store.Store, pid, fn str
 			return c, nil
 		}
 	}
-	evs, err := st.Events(pid, head.Seq, store.MaxPage)
+	evs, err := k.Events(pid, head, store.MaxPage)
 	if err != nil {
 		return c, err
 	}
@@ -451,5 +447,50 @@ func compare(path string, e, o any, out *[]Check) {
 	case nil:
 		c.OK = true
 		*out = append(*out, c)
+	}
+}
+
+// candidateOf is the registered candidate behind JIT tool name of pid; a fork's
+// binding names the process that owns the candidate.
+func candidateOf(k *engine.Kernel, pid, name string) (store.Candidate, error) {
+	bs, err := k.Bindings(pid)
+	if err != nil {
+		return store.Candidate{}, fmt.Errorf("diag: the bindings of %s: %w", pid, err)
+	}
+	for _, b := range bs {
+		if b.Name != name {
+			continue
+		}
+		owner := b.CandidatePID
+		if owner == "" {
+			owner = pid
+		}
+		cs, err := k.Candidates(owner)
+		if err != nil {
+			return store.Candidate{}, fmt.Errorf("diag: the candidates of %s: %w", owner, err)
+		}
+		for _, c := range cs {
+			if c.ID == b.CandidateID {
+				return c, nil
+			}
+		}
+		return store.Candidate{}, fmt.Errorf("diag: the candidate %s of %s is not in the store", b.CandidateID, name)
+	}
+	return store.Candidate{}, fmt.Errorf("diag: process %s has no binding for %s", pid, name)
+}
+
+// lastSeq is the sequence number of pid's last event (0 for an empty log), read
+// through the kernel page by page.
+func lastSeq(k *engine.Kernel, pid string) (uint64, error) {
+	var last uint64
+	for {
+		evs, err := k.Events(pid, last, store.MaxPage)
+		if err != nil {
+			return 0, err
+		}
+		if len(evs) == 0 {
+			return last, nil
+		}
+		last = evs[len(evs)-1].Seq
 	}
 }
