@@ -352,7 +352,7 @@ func (d *demo) tapeAndReplay(pid string) error {
 		return err
 	}
 	d.say("call %s; its exported tape ('libos tape %s %s'):", res.CallID, pid, res.CallID)
-	tc, err := tools.ExportTape(d.sys.st, pid, res.CallID)
+	tc, err := d.sys.Tape(pid, res.CallID)
 	if err != nil {
 		return err
 	}
@@ -361,7 +361,7 @@ func (d *demo) tapeAndReplay(pid string) error {
 		return err
 	}
 	fmt.Fprintf(d.w, "    %s\n", b)
-	r, err := tools.Replay(d.ctx, d.sys.st, d.sys.sandbox, pid, res.CallID, tools.ReplayOptions{})
+	r, err := d.sys.Replay(d.ctx, pid, res.CallID, tools.ReplayOptions{})
 	if err != nil {
 		return err
 	}
