@@ -304,6 +304,9 @@ func runToolsCall(ctx context.Context, c *call) (json.RawMessage, error) {
 	// sees comes back with its result.
 	ctx = context.WithValue(ctx, taintKey{}, c.taint)
 	out, err := c.caller.Tools.CallTool(ctx, c.caller.PID, c.str("tool"), args, depth)
+	// The result carries every label the called tool could have seen: the shared
+	// taint, as it is now. The journal and tape export read them from this event.
+	c.noteLabels(c.taint.list())
 	if err != nil {
 		// The engine's errors carry a stable code meant for the model (unknown_tool,
 		// schema_invalid, …): keep it, so the guest sees the same code the model would.

@@ -152,4 +152,28 @@ data_flow:
 		w.mustCall(t, pid, "seed", `{}`)
 		denied(t, w, pid, "to_echo", `{}`, "confidential", "tools.call")
 	})
+	t.Run("a labelled host's data may be fetched out only to the hosts its rule allows", func(t *testing.T) {
+		internal := newServer(t, func(rw http.ResponseWriter, r *http.Request) { io.WriteString(rw, "internal data") })
+		img := fetchImage(t, fmt.Sprintf(`net:
+  allow: ["%[1]s", "%[2]s"]
+  allow_addresses: ["127.0.0.1"]
+labels:
+  net: {"%[1]s": internal}
+data_flow:
+  - {label: internal, allow_hosts: ["%[1]s"]}
+`, internal.hostport(), sink.hostport()))
+		const relay = `export async function run(args: any, libos: any) {
+  const a = await libos.syscall("net.fetch", { url: args.from });
+  const b = await libos.syscall("net.fetch", { url: args.to });
+  return { a: a.status, b: b.status };
+}`
+		pid := w.spawnWithTool(t, img, "relay", relay)
+		denied(t, w, pid, "relay", fmt.Sprintf(`{"from":%q,"to":%q}`, internal.URL+"/", sink.URL+"/"), "internal", "net.fetch")
+		if _, err := w.call(t, pid, "relay", fmt.Sprintf(`{"from":%q,"to":%q}`, internal.URL+"/", internal.URL+"/again")); err != nil {
+			t.Fatalf("back to the allowed host: %v", err)
+		}
+		if _, err := w.call(t, pid, "relay", fmt.Sprintf(`{"from":%q,"to":%q}`, sink.URL+"/", sink.URL+"/")); err != nil {
+			t.Fatalf("unlabelled data flows anywhere allowed: %v", err)
+		}
+	})
 }
