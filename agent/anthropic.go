@@ -85,7 +85,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		for stream.Next() {
 			ev := stream.Current()
 			if err := msg.Accumulate(ev); err != nil {
-				return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), err, "%s", "anthropic stream: "+clip(err.Error(), 300))
+				return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), err, "%s", "anthropic stream: "+liberr.Clip(err.Error(), 300))
 			}
 			if d, ok := ev.AsAny().(anthropic.ContentBlockDeltaEvent); ok && onText != nil {
 				if t, ok := d.Delta.AsAny().(anthropic.TextDelta); ok && t.Text != "" {

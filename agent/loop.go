@@ -231,7 +231,7 @@ func (r *run) request(ctx context.Context) (*Turn, error) {
 	if err != nil {
 		pe, ok := liberr.As(err)
 		if !ok || pe.Code == "" {
-			pe = errorf(CodeProviderBadResponse, err, "%s", clip(err.Error(), 300))
+			pe = errorf(CodeProviderBadResponse, err, "%s", liberr.Clip(err.Error(), 300))
 		}
 		data := map[string]any{"run_id": r.id, "step": r.step, "code": pe.Code, "message": pe.Message}
 		if f, ok := FailureOf(pe); ok {
@@ -294,7 +294,7 @@ func (r *run) answerCalls(ctx context.Context) error {
 		if cfg.Observer.ToolCall != nil {
 			cfg.Observer.ToolCall(r.step, c)
 		}
-		if err := r.append(ctx, EventDispatch, map[string]any{"run_id": r.id, "step": r.step, "tool_call_id": c.ID, "name": clip(c.Name, 256)}); err != nil {
+		if err := r.append(ctx, EventDispatch, map[string]any{"run_id": r.id, "step": r.step, "tool_call_id": c.ID, "name": liberr.Clip(c.Name, 256)}); err != nil {
 			return err
 		}
 		r.calls++

@@ -129,7 +129,7 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 	t := &Turn{Text: msg.Content, Stop: finish, Attempts: int(n.n.Load()),
 		Usage: Usage{Input: usage.PromptTokens, Output: usage.CompletionTokens}}
 	if msg.Refusal != "" || finish == "content_filter" {
-		return t, providerErr(CodeProviderRefused, 0, t.Attempts, nil, "%s", "the model refused: "+clip(msg.Refusal+finish, 300))
+		return t, providerErr(CodeProviderRefused, 0, t.Attempts, nil, "%s", "the model refused: "+liberr.Clip(msg.Refusal+finish, 300))
 	}
 	for _, tc := range msg.ToolCalls {
 		if tc.Type != "function" {

@@ -172,20 +172,7 @@ func providerError(ctx context.Context, name string, status int, n int, err erro
 	case status >= 500:
 		return providerErr(CodeProviderUnavailable, status, n, err, "%s answered HTTP %d after %d attempts", name, status, n)
 	case status >= 400:
-		return providerErr(CodeProviderRejected, status, n, err, "%s refused the request (HTTP %d): %s", name, status, clip(err.Error(), 300))
+		return providerErr(CodeProviderRejected, status, n, err, "%s refused the request (HTTP %d): %s", name, status, liberr.Clip(err.Error(), 300))
 	}
-	return providerErr(CodeProviderUnavailable, status, n, err, "%s is unreachable: %s", name, clip(err.Error(), 300))
+	return providerErr(CodeProviderUnavailable, status, n, err, "%s is unreachable: %s", name, liberr.Clip(err.Error(), 300))
 }
-
-// clip cuts s to at most n bytes on a UTF-8 boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentlibos/libos/agent"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 )
 
 type agentFlags struct {
@@ -242,7 +243,7 @@ func (p *agentPrinter) observer() agent.Observer {
 			if o.Code != "" {
 				status = o.Code
 			}
-			p.line("  [tool] %s → %s %s", sanitizeTerminal(clipText(o.Call.Name, 64)), status, sanitizeTerminal(clipText(o.Text, 160)))
+			p.line("  [tool] %s → %s %s", sanitizeTerminal(liberr.Clip(o.Call.Name, 64)), status, sanitizeTerminal(liberr.Clip(o.Text, 160)))
 		},
 	}
 }
@@ -275,7 +276,7 @@ func answerApprovals(ctx context.Context, done <-chan struct{}, k *engine.Kernel
 				args = "sha256:" + a.ArgsSHA256
 			}
 			out.line("  [approval] %s wants %s %s (definition %s…) — approve? [y/N]",
-				a.ID, sanitizeTerminal(a.Tool), sanitizeTerminal(args), clipText(a.DefinitionSHA256, 12))
+				a.ID, sanitizeTerminal(a.Tool), sanitizeTerminal(args), liberr.Clip(a.DefinitionSHA256, 12))
 			if !lines.Scan() {
 				return
 			}
@@ -303,14 +304,6 @@ func sanitizeTerminal(s string) string {
 		}
 		return r
 	}, s)
-}
-
-func clipText(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }
 
 func isTerminal(r io.Reader) bool {
