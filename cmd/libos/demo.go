@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,13 +30,15 @@ outcome is checked. It shows:
   2. the echo protocol diagnostic;
   3. proposing, validating and registering a JIT tool (the clock tool of the
      jit-authoring Skill), and calling it in the direct projection;
-  4. the same tool in the multiplexed projection, through run_jit_tool;
-  5. a schema-invalid call rejected before execution, and a denied capability;
-  6. governed egress: a JIT tool fetching JSON from an allow-listed loopback server
+  4. the protocol-diagnostics Skill's workflow with the Skill active (echo, the
+     target tool, a JIT tool), a refused big number and a refused Date.now();
+  5. the same tool in the multiplexed projection, through run_jit_tool;
+  6. a schema-invalid call rejected before execution, and a denied capability;
+  7. governed egress: a JIT tool fetching JSON from an allow-listed loopback server
      with a secret header it never sees, the same tool refused when the image drops
      the host, and the audit log of each decision;
-  7. the audit log, verified;
-  8. how to start 'libos serve' and connect a client;
+  8. the audit log, verified;
+  9. how to start 'libos serve' and connect a client;
 
 and ends with a real call of the clock tool, its tape exported from the call's syscall
 journal, and a replay of the tool's code against it that says "same". Exit status 0 when
@@ -249,7 +252,7 @@ func (d *demo) run() error {
 	select {
 	case p := <-changed:
 		d.say("tools changed in %s (an MCP client gets notifications/tools/list_changed)", p)
-	default:
+	case <-time.After(notifyWait):
 		return fmt.Errorf("no tools-changed notification after registration")
 	}
 	d.say("the model now sees: %s", d.toolNames(pid))
@@ -263,6 +266,10 @@ func (d *demo) run() error {
 		return err
 	}
 
+	if err := d.diagnosticsWorkflow(pid, changed); err != nil {
+		return err
+	}
+
 	d.title("The multiplexed projection: JIT tools hide behind run_jit_tool")
 	mimg, _ := loadImage("", engine.Multiplexed)
 	mpid, err := k.SpawnImage(d.ctx, mimg)
@@ -273,8 +280,14 @@ func (d *demo) run() error {
 	if err := d.authorClock(mpid, false); err != nil {
 		return err
 	}
-	<-changed
-	d.say("the model sees: %s (no clock_now)", d.toolNames(mpid))
+	if err := waitChanged(changed); err != nil {
+		return err
+	}
+	names := d.toolNames(mpid)
+	if strings.Contains(", "+names+",", " clock_now,") {
+		return fmt.Errorf("the multiplexed projection lists clock_now: %s", names)
+	}
+	d.say("the model sees: %s (no clock_now)", names)
 	if _, err := expectOK(d.call(mpid, `{"name":"run_jit_tool","arguments":{"tool_name":"clock_now","arguments":{"timezone":"Asia/Tokyo"}}}`)); err != nil {
 		return err
 	}
@@ -294,7 +307,9 @@ func (d *demo) run() error {
 	if err := d.authorClock(npid, false); err != nil {
 		return err
 	}
-	<-changed
+	if err := waitChanged(changed); err != nil {
+		return err
+	}
 	if err := expectCode("capability_denied", second(d.call(npid, `{"name":"clock_now","arguments":{"timezone":"UTC"}}`))); err != nil {
 		return err
 	}
@@ -374,3 +389,90 @@ func (d *demo) tapeAndReplay(pid string) error {
 }
 
 func second(_ *engine.Result, err error) error { return err }
+
+// notifyWait bounds the wait for a tools-changed notification: registration sends it
+// before it returns, so a missing one is a failure, not a slow machine.
+const notifyWait = 10 * time.Second
+
+func waitChanged(changed <-chan string) error {
+	select {
+	case <-changed:
+		return nil
+	case <-time.After(notifyWait):
+		return fmt.Errorf("no tools-changed notification after registration")
+	}
+}
+
+// sameCandidate returns its argument: the registered JIT tool of the diagnostics step.
+const sameCandidate = `{
+  "name": "same_value",
+  "description": "Return the value it is given.",
+  "source_code": "export function run(args: { value: unknown }) {\n  return { value: args.value };\n}\n",
+  "input_schema": {"type":"object","properties":{"value":{"type":["string","number","boolean","null"]}},"required":["value"],"additionalProperties":false},
+  "output_schema": {"type":"object","properties":{"value":{"type":["string","number","boolean","null"]}},"required":["value"],"additionalProperties":false},
+  "tests": [{"args": {"value": "x"}, "expected": {"value": "x"}, "syscalls": []}]
+}`
+
+// wallClockCandidate reads the time through Date instead of clock.now.
+const wallClockCandidate = `{
+  "name": "wall_clock",
+  "description": "Return the time as Date sees it.",
+  "source_code": "export function run(args: {}) {\n  return { ms: Date.now() };\n}\n",
+  "input_schema": {"type":"object","properties":{},"required":[],"additionalProperties":false},
+  "output_schema": {"type":"object","properties":{"ms":{"type":"number"}},"required":["ms"],"additionalProperties":false},
+  "tests": [{"args": {}, "expected": {"ms": 0}, "syscalls": []}]
+}`
+
+// diagnosticsWorkflow runs the protocol-diagnostics Skill's workflow with that Skill
+// active under the default image: echo, then the real target tools (the JIT lifecycle),
+// then the registered JIT tool with a valid and a schema-invalid case. Activating a
+// Skill takes no tool away. It also shows the two refusals at the sandbox's edge: a
+// number a double cannot hold, and Date.now().
+func (d *demo) diagnosticsWorkflow(pid string, changed <-chan string) error {
+	d.title("The protocol-diagnostics Skill's workflow, with the Skill active: echo, the target tool, a JIT tool")
+	res, err := expectOK(d.call(pid, `{"name":"activate_skill","arguments":{"name":"protocol-diagnostics"}}`))
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(res.Text, `"allowed_tools":["echo"]`) {
+		return fmt.Errorf("activation returned %s", res.Text)
+	}
+	d.say("its allowed-tools name what its workflow uses; no tool is taken away: %s", d.toolNames(pid))
+	if _, err := expectOK(d.call(pid, `{"name":"echo","arguments":{"n":9007199254740993,"list":[true,null]}}`)); err != nil {
+		return err
+	}
+	d.say("step 4, the real target tool: the JIT lifecycle registers a tool")
+	if err := d.author(pid, sameCandidate, "same_value", false); err != nil {
+		return err
+	}
+	if err := waitChanged(changed); err != nil {
+		return err
+	}
+	if _, err := expectOK(d.call(pid, `{"name":"same_value","arguments":{"value":"ok"}}`)); err != nil {
+		return err
+	}
+	if err := expectCode("schema_invalid", second(d.call(pid, `{"name":"same_value","arguments":{"value":[1]}}`))); err != nil {
+		return err
+	}
+	d.say("a number a JIT tool's double cannot hold is refused before the tool runs, never rounded:")
+	if err := expectCode("number_inexact", second(d.call(pid, `{"name":"same_value","arguments":{"value":9007199254740993}}`))); err != nil {
+		return err
+	}
+	d.say("a tool that reads Date.now() fails validation: the sandbox has no ambient clock")
+	compact := strings.Join(strings.Fields(wallClockCandidate), " ")
+	res, err = expectOK(d.call(pid, `{"name":"propose_jit_tool","arguments":`+compact+`}`))
+	if err != nil {
+		return err
+	}
+	res, err = expectOK(d.call(pid, `{"name":"validate_jit_tool","arguments":{"candidate_id":"`+field(res, "candidate_id")+`"}}`))
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(res.Text, `"ok":false`) || !strings.Contains(res.Text, `"code":"ambient_clock"`) {
+		return fmt.Errorf("Date.now() was not refused: %s", res.Text)
+	}
+	if _, err := expectOK(d.call(pid, `{"name":"deactivate_skill","arguments":{"name":"protocol-diagnostics"}}`)); err != nil {
+		return err
+	}
+	return nil
+}
