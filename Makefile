@@ -6,7 +6,7 @@ BUILD    := build
 GUEST    := wasm/libos_guest.wasm
 GOFLAGS_TEST ?=
 
-.PHONY: all build guest guest-verify test bench check run clean toolchain quickjs native dist soak
+.PHONY: all build guest guest-verify test bench check run clean toolchain quickjs native dist soak fuzz
 
 all: build
 
@@ -59,6 +59,16 @@ test:
 # Prints the counts RELIABILITY.md records.
 soak:
 	LIBOS_SOAK=1 $(GO) test -run 'Soak' -v -timeout 60m ./wasm/ | grep -E '^(---|ok|FAIL|\s+\S+_test.go:[0-9]+: runaways:)'
+	LIBOS_SOAK=1 $(GO) test -run 'TestCorruptionInjection' -v -timeout 60m ./store/ | grep -E '^(---|ok|FAIL|\s+\S+_test.go:[0-9]+: corruption injection:)'
+
+# Every fuzz target, one after another, FUZZTIME each (default 60s), on the committed
+# corpora in each package's testdata/fuzz; what a run finds is added there.
+FUZZTIME ?= 60s
+fuzz:
+	@set -e; for t in engine:FuzzAdapter engine/internal/jsonx:FuzzDecode mcpserver:FuzzStdio mcpserver:FuzzHTTP \
+		jsbundle:FuzzCompile syscalls:FuzzParseTape syscalls:FuzzRouterArgs; do \
+		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$pkg $$name"; \
+		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -parallel 1; done
 
 bench: native
 	LIBOS_NATIVE_BENCH=$(CURDIR)/$(BUILD)/native/qjs-bench $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...

@@ -85,7 +85,7 @@ func checkNormalized(t *testing.T, n normalized, err error) {
 		}
 		return
 	}
-	if n.name == "" || n.name != strings.TrimSpace(n.name) || len(n.name) > maxNameBytes {
+	if n.name == "" || n.name != ToolName(n.name) || len(n.name) > maxNameBytes {
 		t.Fatalf("dispatched name %q is empty, untrimmed or too long", n.name)
 	}
 	if n.args.Kind != 5 /* jsonx.Object */ {

@@ -45,6 +45,7 @@ func TestAmplificationBounded(t *testing.T) {
 	}
 	evs := e.events(t, pid)
 	grown := len(evs) - before
+	t.Logf("amplification: a call fanning out 100,000 nested calls appended %d events under a quota of 200", grown)
 	if grown > 200+2 {
 		t.Fatalf("the call appended %d events; its quota is 200 (and its own settlement)", grown)
 	}
@@ -72,7 +73,9 @@ func TestAmplificationBounded(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("no call was refused")
 	}
-	if n := len(e.events(t, small)); n > 30+1 {
+	n := len(e.events(t, small))
+	t.Logf("amplification: 40 calls on a log bounded at 30 events: %d refused with limit_exceeded, log at %d events", refused, n)
+	if n > 30+1 {
 		t.Fatalf("the log grew to %d events past its limit of 30", n)
 	}
 }
