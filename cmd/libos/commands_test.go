@@ -15,7 +15,9 @@ import (
 	"github.com/agentlibos/libos/cmd/libos/internal/diag"
 )
 
-// TestDemo: "libos demo — what make run runs" exits 0 and walks the whole pipeline.
+// TestDemo: "libos demo — what make run runs" exits 0 and walks the whole pipeline,
+// and "the demo ends with: a real call of the clock tool, its exported tape printed,
+// and a replay that says same".
 func TestDemo(t *testing.T) {
 	r := libos(t, "", "demo")
 	if r.code != 0 {
@@ -25,11 +27,15 @@ func TestDemo(t *testing.T) {
 	// fetches JSON from an allow-listed loopback server with a secret header and
 	// returns a summary; the same tool refused when the image drops the host; the audit
 	// log showing each decision."
-	for _, want := range []string{"propose_jit_tool", "run_jit_tool", "capability_denied", "schema_invalid", "all three logs verify", "libos serve", "demo complete",
+	for _, want := range []string{"propose_jit_tool", "run_jit_tool", "capability_denied", "schema_invalid", "all three logs verify", "libos serve", "demo complete", `"syscalls": [`, "clock_now: same",
 		`"stars":60`, "error host_not_allowed", "allowed at done: GET 127.0.0.1:", "denied at policy (host_not_allowed): GET", "secrets sent: DEMO_TOKEN"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the demo never shows %q", want)
 		}
+	}
+	last := r.stdout[strings.LastIndex(r.stdout, "\n== "):]
+	if !strings.Contains(last, `"name":"clock_now"`) || !strings.Contains(last, `"syscalls": [`) || !strings.Contains(last, "clock_now: same") {
+		t.Errorf("the demo's last section is not a clock call, its tape and a replay that says same:\n%s", last)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentlibos/libos/cmd/libos/internal/diag"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/tools"
 )
 
 func newDemoCmd(e *env) *cobra.Command {
@@ -37,8 +38,10 @@ outcome is checked. It shows:
      with a secret header it never sees, the same tool refused when the image drops
      the host, and the audit log of each decision;
   8. the audit log, verified;
+  9. how to start 'libos serve' and connect a client;
 
-and ends with how to start 'libos serve' and connect a client. Exit status 0 when
+and ends with a real call of the clock tool, its tape exported from the call's syscall
+journal, and a replay of the tool's code against it that says "same". Exit status 0 when
 every step behaved as shown.`,
 		Example: `  libos demo
   make run`,
@@ -346,7 +349,42 @@ func (d *demo) run() error {
 	d.say(`client configuration: {"mcpServers":{"libos":{"command":"libos","args":["serve"]}}}`)
 	d.say("check tool candidates in CI:                       libos validate candidates/")
 	d.say("inspect a store:                                   libos ps, libos events PID --verify")
+	d.say("turn a stored call into a test, replay it:         libos tape PID CALL_ID, libos replay PID --all")
+
+	if err := d.tapeAndReplay(pid); err != nil {
+		return err
+	}
 	fmt.Fprintln(d.w, "\ndemo complete: every step behaved as shown.")
+	return nil
+}
+
+// tapeAndReplay ends the demo: a real call of the clock tool, exported from its
+// journal as a test case, and replayed against it.
+func (d *demo) tapeAndReplay(pid string) error {
+	d.title("Turn a real call into a test: call the clock tool, export its tape, replay it")
+	res, err := expectOK(d.call(pid, `{"name":"clock_now","arguments":{"timezone":"America/New_York"}}`))
+	if err != nil {
+		return err
+	}
+	d.say("call %s; its exported tape ('libos tape %s %s'):", res.CallID, pid, res.CallID)
+	tc, err := d.sys.Tape(pid, res.CallID)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(tc, "    ", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.w, "    %s\n", b)
+	r, err := d.sys.Replay(d.ctx, pid, res.CallID, tools.ReplayOptions{})
+	if err != nil {
+		return err
+	}
+	d.say("replayed against its journal, no provider touched ('libos replay %s %s'):", pid, res.CallID)
+	d.say("%s", r.Text())
+	if r.Verdict != tools.VerdictSame {
+		return fmt.Errorf("the replay of %s is %s", res.CallID, r.Verdict)
+	}
 	return nil
 }
 
