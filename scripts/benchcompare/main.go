@@ -51,14 +51,14 @@ type config struct {
 
 // row is one line of the table: what it measures and both sides' figures.
 type row struct {
-	job, what  string
-	a, b       stats // libOS, Deno
-	ratio      float64
-	unit       string // "ms" or "MB" or "calls/s" or "×"
-	note       string
-	target     string
+	job, what string
+	a, b      stats // libOS, Deno
+	ratio     float64
+	unit      string // "ms" or "MB" or "calls/s" or "×"
+	note      string
+	target    string
 	// meets says whether the row meets its target; nil for a row without one.
-	meets func(r row) bool
+	meets      func(r row) bool
 	aText      string // overrides the formatted figures when set
 	bText      string
 	ratioText  string
@@ -211,13 +211,13 @@ func run(cfg config) error {
 	a, b, r := interleave(cfg.reps, procA(e.cache), procB(e.denoDir))
 	warmRSS := [2]stats{summarize(rssA), summarize(rssB)}
 	say(row{job: "`libos validate one.json`, whole process, warm caches", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r),
-		what: "exec of `libos validate --cache-dir WARM good_sum_exact.json` (3 tests) vs `deno run --allow-read validator.ts good_sum_exact.json` with a DENO_DIR that already holds the transpiled script; wall time from fork to exit",
+		what:   "exec of `libos validate --cache-dir WARM good_sum_exact.json` (3 tests) vs `deno run --allow-read validator.ts good_sum_exact.json` with a DENO_DIR that already holds the transpiled script; wall time from fork to exit",
 		target: "≤ 0.5×", meets: ratioAtMost(0.5)})
 	rssA, rssB = nil, nil
 	a, b, r = interleave(cfg.reps, procA(""), procB(""))
 	coldRSS := [2]stats{summarize(rssA), summarize(rssB)}
 	say(row{job: "the same, empty caches (a fresh CI runner)", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r),
-		what: "the same two commands, each repetition with a new empty --cache-dir and a new empty DENO_DIR",
+		what:   "the same two commands, each repetition with a new empty --cache-dir and a new empty DENO_DIR",
 		target: "≤ 1×", meets: ratioAtMost(1)})
 
 	// In process.
