@@ -58,11 +58,10 @@ type row struct {
 	note      string
 	target    string
 	// meets says whether the row meets its target; nil for a row without one.
-	meets      func(r row) bool
-	aText      string // overrides the formatted figures when set
-	bText      string
-	ratioText  string
-	noRatioCol bool
+	meets     func(r row) bool
+	aText     string // overrides the formatted figures when set
+	bText     string
+	ratioText string
 }
 
 type stats struct{ p50, p90, p99 float64 }
