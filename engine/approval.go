@@ -428,17 +428,30 @@ func (k *Kernel) approvalOwner(id string) (string, error) {
 	return "", notFound
 }
 
-// denyAll denies every pending approval of pid (the process was killed).
-func (k *Kernel) denyAll(ctx context.Context, pid, reason string) {
-	recs, err := k.st.Approvals(pid)
+// denyPending denies, inside tx, every pending approval of pid with reason, decided
+// by "kernel", and returns their IDs for wake. A read or write that fails fails tx, so
+// the caller's change and the denials are durable together or not at all.
+func denyPending(tx *store.Tx, pid, reason string) ([]string, error) {
+	recs, err := tx.Approvals(pid)
 	if err != nil {
-		return
+		return nil, err
 	}
+	var ids []string
 	for _, r := range recs {
-		if r.State == ApprovalPending {
-			_ = k.decide(ctx, r.ID, false, reason, "kernel")
+		a := approvalOf(r)
+		if a.State != ApprovalPending {
+			continue
 		}
+		a.State, a.Decided, a.DecidedBy, a.Reason = ApprovalDenied, tx.Now(), "kernel", reason
+		if err := tx.PutApproval(a.record()); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Append(pid, EventApprovalDecided, a.eventData(map[string]any{"decision": "denied", "by": a.DecidedBy, "reason": a.Reason})); err != nil {
+			return nil, err
+		}
+		ids = append(ids, a.ID)
 	}
+	return ids, nil
 }
 
 // restoreApprovals expires, on Open, the pending approvals of p whose deadline
