@@ -355,7 +355,9 @@ func TestOAuthResourceServer(t *testing.T) {
 				return is.mint(t, with(func(g *grant) { g.sub = "bob"; g.scope = ProcessScope("pid_other") + " " + ScopeOperator }))
 			}, 403, CodeScopeDenied, "insufficient_scope", []string{`error="insufficient_scope"`, `scope="` + mine + `"`}},
 		{"a valid token without any scope of the libOS is refused with 403",
-			func(t *testing.T) string { return is.mint(t, with(func(g *grant) { g.sub = "carol"; g.scope = "openid email" })) },
+			func(t *testing.T) string {
+				return is.mint(t, with(func(g *grant) { g.sub = "carol"; g.scope = "openid email" }))
+			},
 			403, CodeScopeDenied, "insufficient_scope", nil},
 	}
 	for _, c := range cases {
