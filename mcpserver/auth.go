@@ -475,7 +475,7 @@ func (s *Server) MetadataHandler() http.Handler {
 			return
 		}
 		o := s.auth.oauth
-		if r.URL.Path != wellKnownResource && r.URL.Path != o.metadataPath {
+		if r.URL.Path != ResourceMetadataPath && r.URL.Path != o.metadataPath {
 			http.NotFound(w, r)
 			return
 		}
@@ -502,12 +502,14 @@ func (s *Server) MetadataHandler() http.Handler {
 	})
 }
 
-const wellKnownResource = "/.well-known/oauth-protected-resource"
+// ResourceMetadataPath is the well-known path of RFC 9728 metadata. MetadataHandler
+// serves it and the path-suffixed form beneath it.
+const ResourceMetadataPath = "/.well-known/oauth-protected-resource"
 
 // metadataLocation is the metadata URL and path of a resource URI (RFC 9728 3.1:
 // the well-known path goes between the host and the resource's path).
 func metadataLocation(resource *url.URL) (string, string) {
-	p := wellKnownResource + strings.TrimSuffix(resource.EscapedPath(), "/")
+	p := ResourceMetadataPath + strings.TrimSuffix(resource.EscapedPath(), "/")
 	u := url.URL{Scheme: resource.Scheme, Host: resource.Host, Path: p}
 	return u.String(), p
 }

@@ -175,8 +175,8 @@ func serveProtected(t *testing.T, cfg func(pid, audience string) AuthConfig) *pr
 	t.Cleanup(p.s.Close)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", p.s.Handler(nil))
-	mux.Handle(wellKnownResource, p.s.MetadataHandler())
-	mux.Handle(wellKnownResource+"/", p.s.MetadataHandler())
+	mux.Handle(ResourceMetadataPath, p.s.MetadataHandler())
+	mux.Handle(ResourceMetadataPath+"/", p.s.MetadataHandler())
 	hs.Config.Handler = mux
 	hs.Start()
 	t.Cleanup(hs.Close)
@@ -296,7 +296,7 @@ func TestOAuthResourceServer(t *testing.T) {
 		return AuthConfig{OAuth: &OAuthConfig{Issuer: is.url, Audience: aud}}
 	})
 	mine := ProcessScope(p.pid)
-	metadataURL := strings.TrimSuffix(p.url, "/mcp") + wellKnownResource + "/mcp"
+	metadataURL := strings.TrimSuffix(p.url, "/mcp") + ResourceMetadataPath + "/mcp"
 	valid := grant{kid: "k1", iss: is.url, sub: "alice", aud: []string{p.audience}, scope: mine, exp: time.Hour}
 	with := func(f func(g *grant)) grant { g := valid; f(&g); return g }
 
@@ -384,7 +384,7 @@ func TestOAuthResourceServer(t *testing.T) {
 	}
 
 	t.Run("the metadata names the resource and its authorization server (RFC 9728)", func(t *testing.T) {
-		for _, u := range []string{metadataURL, strings.TrimSuffix(p.url, "/mcp") + wellKnownResource} {
+		for _, u := range []string{metadataURL, strings.TrimSuffix(p.url, "/mcp") + ResourceMetadataPath} {
 			// The SDK's client-side fetch checks what a client checks: the resource
 			// matches the URL the client connects to.
 			m, err := oauthex.GetProtectedResourceMetadata(context.Background(), u, p.url, http.DefaultClient)
