@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/wasm"
 )
@@ -67,7 +67,7 @@ func TestGuestClockNowThroughRouter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if eq, _ := jsonv.EqualJSON(res.Value, []byte(tc.want)); !eq {
+			if eq, _ := jsonexact.EqualJSON(res.Value, []byte(tc.want)); !eq {
 				t.Fatalf("got %s\nwant %s", res.Value, tc.want)
 			}
 			if auditCount(t, s, "p") != before+1 {
@@ -143,7 +143,7 @@ func verdict(e *wasm.Engine, program string, test tapeTest) (code, message strin
 	if finErr != nil {
 		return codeOf(finErr), finErr.Error()
 	}
-	if eq, err := jsonv.EqualJSON(res.Value, test.Expected); err != nil || !eq {
+	if eq, err := jsonexact.EqualJSON(res.Value, test.Expected); err != nil || !eq {
 		return "expected_mismatch", "returned " + string(res.Value) + ", expected " + string(test.Expected)
 	}
 	return "", ""
