@@ -199,18 +199,25 @@ func (k *Kernel) awaitApproval(ctx context.Context, p *process, sub approvalSubj
 
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	timedOut := false
+	woke := wokeDecided
 	select {
 	case <-w.done:
 	case <-ctx.Done():
-		timedOut = true
+		woke = wokeCanceled
 	case <-timer.C:
-		timedOut = true
+		woke = wokeTimeout
 	case <-k.closing:
 		return "", &Error{Layer: layer, Code: CodeClosed, Message: fmt.Sprintf("the kernel is closing; approval %s stays pending and can still be decided", a.ID)}
 	}
-	return k.settleApproval(context.WithoutCancel(ctx), p, a.ID, sub.tool, timedOut)
+	return k.settleApproval(context.WithoutCancel(ctx), p, a.ID, sub.tool, woke)
 }
+
+// Why an approval wait ended.
+const (
+	wokeDecided  = iota // a decision arrived
+	wokeTimeout         // the deadline passed: a timeout denies
+	wokeCanceled        // the caller went away: the approval expires with its call
+)
 
 // applicableApproval finds an approval of p for exactly sub: an approved one is used
 // now (state used); a pending one with nobody waiting and time left is returned to be
@@ -272,7 +279,7 @@ func (k *Kernel) useApproval(ctx context.Context, p *process, id string) (bool, 
 // settleApproval reads the outcome of approval id after its wait: approved and still
 // applicable (the tool's definition is the one approved) → used; denied → denied;
 // still pending after a timeout → expired.
-func (k *Kernel) settleApproval(ctx context.Context, p *process, id, tool string, timedOut bool) (string, *Error) {
+func (k *Kernel) settleApproval(ctx context.Context, p *process, id, tool string, woke int) (string, *Error) {
 	var out *Error
 	var by string
 	err := k.st.Update(ctx, func(tx *store.Tx) error {
@@ -284,11 +291,16 @@ func (k *Kernel) settleApproval(ctx context.Context, p *process, id, tool string
 		by = a.DecidedBy
 		switch a.State {
 		case ApprovalPending:
-			if !timedOut {
+			switch woke {
+			case wokeTimeout:
+				a.State, a.Reason, a.Decided, a.DecidedBy = ApprovalExpired, "no decision before the deadline", tx.Now(), "timeout"
+				out = &Error{Layer: layer, Code: CodeApprovalTimeout, Message: fmt.Sprintf("no operator decision on approval %s before its deadline; a timeout denies", id)}
+			case wokeCanceled:
+				a.State, a.Reason, a.Decided, a.DecidedBy = ApprovalExpired, "the call was cancelled before a decision", tx.Now(), "caller"
+				out = &Error{Layer: layer, Code: CodeCanceled, Message: fmt.Sprintf("the call was cancelled while approval %s was pending; the approval expired with it", id)}
+			default:
 				return fmt.Errorf("approval %s woke up undecided", id)
 			}
-			a.State, a.Reason, a.Decided, a.DecidedBy = ApprovalExpired, "no decision before the deadline", tx.Now(), "timeout"
-			out = &Error{Layer: layer, Code: CodeApprovalTimeout, Message: fmt.Sprintf("no operator decision on approval %s before its deadline; a timeout denies", id)}
 			if err := tx.PutApproval(a.record()); err != nil {
 				return err
 			}
@@ -416,17 +428,30 @@ func (k *Kernel) approvalOwner(id string) (string, error) {
 	return "", notFound
 }
 
-// denyAll denies every pending approval of pid (the process was killed).
-func (k *Kernel) denyAll(ctx context.Context, pid, reason string) {
-	recs, err := k.st.Approvals(pid)
+// denyPending denies, inside tx, every pending approval of pid with reason, decided
+// by "kernel", and returns their IDs for wake. A read or write that fails fails tx, so
+// the caller's change and the denials are durable together or not at all.
+func denyPending(tx *store.Tx, pid, reason string) ([]string, error) {
+	recs, err := tx.Approvals(pid)
 	if err != nil {
-		return
+		return nil, err
 	}
+	var ids []string
 	for _, r := range recs {
-		if r.State == ApprovalPending {
-			_ = k.decide(ctx, r.ID, false, reason, "kernel")
+		a := approvalOf(r)
+		if a.State != ApprovalPending {
+			continue
 		}
+		a.State, a.Decided, a.DecidedBy, a.Reason = ApprovalDenied, tx.Now(), "kernel", reason
+		if err := tx.PutApproval(a.record()); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Append(pid, EventApprovalDecided, a.eventData(map[string]any{"decision": "denied", "by": a.DecidedBy, "reason": a.Reason})); err != nil {
+			return nil, err
+		}
+		ids = append(ids, a.ID)
 	}
+	return ids, nil
 }
 
 // restoreApprovals expires, on Open, the pending approvals of p whose deadline
@@ -513,7 +538,7 @@ func (r routeApprover) Approve(ctx context.Context, req syscalls.ApprovalRequest
 	switch {
 	case err == nil:
 		return syscalls.Decision{Approved: true, By: by}, nil
-	case err.Code == CodeApprovalTimeout && ctx.Err() != nil:
+	case err.Code == CodeCanceled || (err.Code == CodeApprovalTimeout && ctx.Err() != nil):
 		return syscalls.Decision{}, ctx.Err()
 	case err.Code == CodeApprovalDenied || err.Code == CodeApprovalTimeout:
 		return syscalls.Decision{Approved: false, By: "operator", Reason: err.Message}, nil

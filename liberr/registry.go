@@ -37,7 +37,7 @@ var registry = []registered{
 	{"cache_unusable", ".", "The compilation cache directory given to libos.Open, libos.NewValidator or libos.WarmCache cannot be created or written; open again without one to compile in memory."},
 	{"call_not_found", "tools", "The process has no tool call with that ID."},
 	{"call_unsettled", "tools", "The call has no settlement (it is open, or it was settled as unknown after a crash): there is no result to expect."},
-	{"canceled", "agent store wasm", "The caller's context was done (cancelled, or its deadline passed) before the work finished."},
+	{"canceled", "agent engine store wasm", "The caller's context was done (cancelled, or its deadline passed) before the work finished."},
 	{"candidate_rejected", "tools", "register_jit_tool on a candidate whose validation failed."},
 	{"capability_denied", "syscalls", "The calling process does not hold the route's capability."},
 	{"closed", "store", "The store is closed."},
