@@ -6,7 +6,7 @@ BUILD    := build
 GUEST    := wasm/libos_guest.wasm
 GOFLAGS_TEST ?=
 
-.PHONY: all build guest guest-verify test bench check run clean toolchain quickjs native dist soak fuzz conformance
+.PHONY: all build guest guest-verify test bench bench-compare check run clean toolchain quickjs native dist soak fuzz conformance
 
 all: build
 
@@ -72,6 +72,13 @@ fuzz:
 
 bench: native
 	LIBOS_NATIVE_BENCH=$(CURDIR)/$(BUILD)/native/qjs-bench $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+# libOS beside Deno 2.9.6 (installed from npm into build/tools/deno) at the same jobs,
+# interleaved; writes BENCHMARKS.md. Uses native QuickJS when 'make native' built it.
+# Minutes long; never part of 'make test'. BENCH_COMPARE_FLAGS="-reps 5 -out ''" for a look.
+BENCH_COMPARE_FLAGS ?=
+bench-compare:
+	GO=$(GO) scripts/bench-compare.sh $(BENCH_COMPARE_FLAGS)
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
