@@ -39,8 +39,10 @@ guest-verify: $(BUILD)/quickjs/.verified | toolchain
 	if [ $$ok = 0 ]; then echo "guest-verify: run 'make guest' and commit wasm/libos_guest.wasm and wasm/guest_version.go"; exit 1; fi; \
 	echo "guest-verify: $(GUEST) and wasm/guest_version.go are reproduced byte for byte"
 
+# bin/libos carries the guest compiled for this machine (wasm/internal/seed), so that a
+# first run with an empty compilation cache does not compile it.
 bin/libos: FORCE
-	CGO_ENABLED=0 $(GO) build -o bin/libos ./cmd/libos
+	GO=$(GO) scripts/build-seeded.sh bin/libos
 
 # Static libos binaries for linux/amd64, linux/arm64, darwin/amd64, darwin/arm64 and
 # windows/amd64 in dist/, with SHA256SUMS; two runs on one commit give the same sums.

@@ -16,5 +16,5 @@ if ! "$DENO" --version 2>/dev/null | grep -q "^deno $DENO_VERSION "; then
 	[ -x "$DENO" ] || DENO=$(ls build/tools/deno/node_modules/@deno/*/deno | head -n 1)
 fi
 "$DENO" --version | head -n 1 >&2
-CGO_ENABLED=0 ${GO:-go} build -o bin/libos ./cmd/libos
+GO=${GO:-go} scripts/build-seeded.sh bin/libos
 exec ${GO:-go} run ./scripts/benchcompare -deno "$DENO" -command "make bench-compare" "$@"
