@@ -371,7 +371,7 @@ func run(cfg config) error {
 	} else {
 		say(row{job: "fuel cost: instrumented / uninstrumented guest", unit: "×", a: stats{fuel, fuel, fuel}, bText: "—", ratioText: "—", target: "≤ 1.2×",
 			meets: func(r row) bool { return r.a.p50 <= 1.2 },
-			what: "geometric mean over the CPU workloads of wasm's BenchmarkFuelCost (loop, calls, strings, RegExp, JSON, sort, BigInt, a tiny call), thread CPU time, interleaved; needs build/guest/raw.wasm from `make guest`"})
+			what:  "geometric mean over the CPU workloads of wasm's BenchmarkFuelCost (loop, calls, strings, RegExp, JSON, sort, BigInt, a tiny call), thread CPU time, interleaved; needs build/guest/raw.wasm from `make guest`"})
 	}
 
 	// Memory.
