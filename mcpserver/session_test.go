@@ -311,3 +311,60 @@ func TestProgressAndCancellation(t *testing.T) {
 		})
 	}
 }
+
+// TestToolAnnotations: "Tool annotations derived from what the libOS knows (echo
+// read-only; JIT tools neither idempotent nor read-only; tools reaching net:*
+// open-world)", and outputSchema for every tool that has one.
+func TestToolAnnotations(t *testing.T) {
+	_, _, url := served(t, engine.Direct)
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "annotations", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	author(t, cs)
+	fetcher := map[string]any{
+		"name": "fetch_status", "description": "Fetch a page and return its status.",
+		"source_code": "export async function run(args: { url: string }, libos: any) {\n  const r = await libos.syscall(\"net.fetch\", { url: args.url });\n  return { status: Number(r.status) };\n}\n",
+		"input_schema": map[string]any{"type": "object", "properties": map[string]any{"url": map[string]any{"type": "string", "maxLength": 200}},
+			"required": []string{"url"}, "additionalProperties": false},
+		"output_schema": map[string]any{"type": "object", "properties": map[string]any{"status": map[string]any{"type": "integer"}},
+			"required": []string{"status"}, "additionalProperties": false},
+		"tests": []any{},
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose_jit_tool", Arguments: fetcher})
+	if err != nil || res.IsError {
+		t.Fatalf("propose: %+v, %v", res, err)
+	}
+	id := res.StructuredContent.(map[string]any)["candidate_id"]
+	if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "register_jit_tool", Arguments: map[string]any{"candidate_id": id}}); err != nil || res.IsError {
+		t.Fatalf("register: %+v, %v", res, err)
+	}
+	tl, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]*mcp.Tool{}
+	for _, tool := range tl.Tools {
+		by[tool.Name] = tool
+		if tool.OutputSchema == nil && tool.Name != "run_jit_tool" {
+			t.Errorf("%s has no outputSchema", tool.Name)
+		}
+	}
+	if a := by["echo"].Annotations; a == nil || !a.ReadOnlyHint {
+		t.Errorf("echo is not read-only: %+v", a)
+	}
+	for _, name := range []string{"clock_now", "fetch_status"} {
+		a := by[name].Annotations
+		if a == nil || a.ReadOnlyHint || a.IdempotentHint {
+			t.Errorf("JIT tool %s: %+v, want neither read-only nor idempotent", name, a)
+		}
+	}
+	if a := by["clock_now"].Annotations; a.OpenWorldHint == nil || *a.OpenWorldHint {
+		t.Errorf("clock_now reaches no net route but is open-world: %+v", a)
+	}
+	if a := by["fetch_status"].Annotations; a.OpenWorldHint == nil || !*a.OpenWorldHint {
+		t.Errorf("fetch_status reaches net.fetch but is not open-world: %+v", a)
+	}
+}
