@@ -257,7 +257,14 @@ func exportCall(st *store.Store, c *storedCall) (TestCase, error) {
 		return TestCase{}, err
 	}
 	if ls := labels(js); len(ls) > 0 {
-		return TestCase{}, errorf(CodeExportForbidden, "call %s saw data labelled %s, which the image's data-flow rules keep inside the process", c.id, strings.Join(ls, ", "))
+		pol, err := exportPolicy(st, c.pid)
+		if err != nil {
+			// Rules that cannot be read cannot allow anything.
+			return TestCase{}, errorf(CodeExportForbidden, "call %s saw data labelled %s, and the data-flow rules of its image cannot be read (%v)", c.id, strings.Join(ls, ", "), err)
+		}
+		if l, forbidden := pol.ExportForbidden(ls); forbidden {
+			return TestCase{}, errorf(CodeExportForbidden, "call %s saw data labelled %s, which the image's data-flow rules keep from leaving the process (an exported tape goes where no rule is checked)", c.id, l)
+		}
 	}
 	if c.settlement != store.EventToolResult {
 		return TestCase{}, errorf(CodeNotReplayable, "call %s of %s failed with %s: a test expects a returned value", c.id, c.tool, c.failCode)
@@ -271,6 +278,31 @@ func exportCall(st *store.Store, c *storedCall) (TestCase, error) {
 		args = json.RawMessage("{}")
 	}
 	return TestCase{Args: args, Expected: res.Structured, Syscalls: tape}, nil
+}
+
+// exportPolicy compiles the data-flow rules of the image process pid was created
+// from, as its record keeps it. A record without an image has no rules.
+func exportPolicy(st *store.Store, pid string) (*syscalls.Policy, error) {
+	rec, err := st.Process(pid)
+	if err != nil {
+		return nil, err
+	}
+	var pr struct {
+		Image *struct{ syscalls.PolicySpec } `json:"image"`
+	}
+	if len(rec.Image) > 0 {
+		if err := json.Unmarshal(rec.Image, &pr); err != nil {
+			return nil, err
+		}
+	}
+	if pr.Image == nil {
+		return nil, nil
+	}
+	pol, probs := syscalls.CompilePolicy(pr.Image.PolicySpec)
+	if len(probs) > 0 {
+		return nil, fmt.Errorf("%d problems in the stored policy, the first at %s: %s", len(probs), probs[0].At, probs[0].Message)
+	}
+	return pol, nil
 }
 
 // CallTool names the tool of call callID of process pid.

@@ -137,7 +137,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return usageErr("serve: %v", err)
 	}
 	defer bridge.Close()
-	stopOperator := serveOperator(ctx, e, sys.k, sys.dir)
+	stopOperator := serveOperator(ctx, e, sys.System, sys.dir)
 	defer stopOperator()
 
 	if f.http != "" {
