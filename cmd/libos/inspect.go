@@ -387,9 +387,8 @@ log is shorter than SEQ or its event SEQ has another hash.`,
 				}
 				anchor = &a
 			}
-			var info engine.ProcessInfo
-			if err := e.op(ctx, opRequest{Op: "process", PID: pid}, &info); err != nil {
-				return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
+			if err := e.knownProcess(ctx, pid); err != nil {
+				return err
 			}
 			if printHead {
 				return e.printHead(ctx, pid)
@@ -497,9 +496,8 @@ record, and validate_jit_tool and register_jit_tool refuse it from then on
 				return usageErr("--reason goes with --discard ID")
 			}
 			{
-				var info engine.ProcessInfo
-				if err := e.op(cmd.Context(), opRequest{Op: "process", PID: pid}, &info); err != nil {
-					return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
+				if err := e.knownProcess(cmd.Context(), pid); err != nil {
+					return err
 				}
 				var cands []store.Candidate
 				if err := e.op(cmd.Context(), opRequest{Op: "candidates", PID: pid}, &cands); err != nil {
@@ -535,6 +533,25 @@ record, and validate_jit_tool and register_jit_tool refuse it from then on
 	c.Flags().StringVar(&discard, "discard", "", "discard candidate `ID` of the process (never a registered one)")
 	c.Flags().StringVar(&reason, "reason", "discarded by the operator", "with --discard: why, as the jit_discarded event records it")
 	return c
+}
+
+// knownProcess refuses a PID the store does not hold. A killed process is known: its
+// log and candidates stay readable.
+func (e *env) knownProcess(ctx context.Context, pid string) error {
+	var info engine.ProcessInfo
+	err := e.op(ctx, opRequest{Op: "process", PID: pid}, &info)
+	if err == nil {
+		return nil
+	}
+	var all []engine.ProcessInfo
+	if lerr := e.op(ctx, opRequest{Op: "processes"}, &all); lerr == nil {
+		for _, p := range all {
+			if p.PID == pid {
+				return nil
+			}
+		}
+	}
+	return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
 }
 
 // headAnchor is a head exported by --head: a sequence number and the hash of that event.
