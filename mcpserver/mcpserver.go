@@ -29,6 +29,8 @@ type Server struct {
 
 	// posts counts the HTTP POSTs in flight (see Handler and Wait).
 	posts sync.WaitGroup
+
+	authState // auth.go
 }
 
 // Options configure New.
@@ -39,6 +41,9 @@ type Options struct {
 	Instructions string
 	// Logger receives the SDK's and the bridge's logs; nil discards them.
 	Logger *slog.Logger
+	// Auth, when set, admits to the HTTP handler only the requests whose bearer
+	// token covers the process (auth.go); nil serves every request, for loopback.
+	Auth *Authorizer
 }
 
 // New serves process pid of k. The tool list is read from the kernel now and again on
@@ -49,6 +54,7 @@ func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{k: k, pid: pid, log: log, mirrored: map[string]string{}}
+	s.auth = opts.Auth
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       log,
