@@ -57,7 +57,7 @@ func codeIs(err error, code tools.Code) bool {
 	return errors.As(err, &te) && te.Code == code
 }
 
-// The issue's convention, end to end: "A registered tool that reads the clock and kv:
+// Turning real calls into tests, end to end: "A registered tool that reads the clock and kv:
 // call it live, export its tape, validate the candidate with the exported test
 // appended (passes), change one line of the tool's logic and replay (reported
 // different, with the diff)."
