@@ -156,6 +156,11 @@ func (k *Kernel) awaitApproval(ctx context.Context, p *process, sub approvalSubj
 		deadline = d // a syscall waits as long as the router lets it
 	}
 
+	// The client's answer, when the call is the retry that brings one.
+	if err := k.applyClientDecision(ctx, p, sub, argsSum, defHash); err != nil {
+		return "", err
+	}
+
 	k.apprMu.Lock()
 	a, found, err := k.applicableApproval(ctx, p, sub, argsSum, defHash)
 	if err != nil {
@@ -196,6 +201,13 @@ func (k *Kernel) awaitApproval(ctx context.Context, p *process, sub approvalSubj
 		}
 		k.apprMu.Unlock()
 	}()
+	// The call's client, when it can be asked, is: it answers now (the call waits for
+	// the decision as for the operator's) or with a retry (the call ends here, the
+	// approval pending, and the retry waits on it or uses it).
+	if wait, asked := askClient(ctx, a); asked && !wait {
+		return "", &Error{Layer: layer, Code: CodeApprovalRequired,
+			Message: fmt.Sprintf("%s needs approval %s; its client was asked, and the operator can decide it too ('libos approve %s')", sub.subject, a.ID, a.ID)}
+	}
 
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -367,8 +379,13 @@ func (k *Kernel) decide(ctx context.Context, id string, approve bool, reason, by
 	if err != nil {
 		return err
 	}
+	return k.decideIn(ctx, pid, id, approve, reason, by)
+}
+
+// decideIn decides approval id of pid, by by (the operator, the kernel, a client).
+func (k *Kernel) decideIn(ctx context.Context, pid, id string, approve bool, reason, by string) error {
 	var refusal *Error
-	err = k.st.Update(ctx, func(tx *store.Tx) error {
+	err := k.st.Update(ctx, func(tx *store.Tx) error {
 		r, err := tx.Approval(pid, id)
 		if err != nil {
 			return err

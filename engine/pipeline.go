@@ -157,7 +157,7 @@ func withCallQuota(ctx context.Context, l Limits) context.Context {
 	if store.QuotaFrom(ctx) != nil {
 		return ctx
 	}
-	return store.WithQuota(ctx, &store.Quota{MaxEvents: l.MaxCallEvents, MaxBytes: l.MaxCallEventBytes, MaxSeq: uint64(l.MaxLogEvents)})
+	return store.WithQuota(ctx, &store.Quota{MaxEvents: l.MaxCallEvents, MaxBytes: l.MaxCallEventBytes, MaxSeq: uint64(l.MaxLogEvents), MaxLogBytes: uint64(l.MaxLogBytes)})
 }
 
 // hostArgs applies the adapter's argument rules to host-supplied arguments.

@@ -48,6 +48,10 @@ type Event struct {
 type Head struct {
 	Seq  uint64 `json:"seq"`
 	Hash []byte `json:"hash"`
+	// Bytes is the data the log holds: the sum of its events' data bytes, kept with
+	// the head so that a bound on a log's size holds across restarts. Heads written
+	// before it was kept count from their first later append.
+	Bytes uint64 `json:"bytes"`
 }
 
 // eventRecord is the stored form of an Event: CallID is derived from Data on read,
@@ -174,12 +178,17 @@ func decodeEvent(v []byte) (Event, error) {
 }
 
 func encodeHead(h Head) []byte {
-	return append(binary.BigEndian.AppendUint64(nil, h.Seq), h.Hash...)
+	return binary.BigEndian.AppendUint64(append(binary.BigEndian.AppendUint64(nil, h.Seq), h.Hash...), h.Bytes)
 }
 
+// decodeHead reads a head record: sequence, hash and data bytes, or the older form
+// without the byte count.
 func decodeHead(v []byte) (Head, bool) {
-	if len(v) != 8+HashSize {
-		return Head{}, false
+	switch len(v) {
+	case 8 + HashSize:
+		return Head{Seq: binary.BigEndian.Uint64(v), Hash: append([]byte(nil), v[8:]...)}, true
+	case 8 + HashSize + 8:
+		return Head{Seq: binary.BigEndian.Uint64(v), Hash: append([]byte(nil), v[8:8+HashSize]...), Bytes: binary.BigEndian.Uint64(v[8+HashSize:])}, true
 	}
-	return Head{Seq: binary.BigEndian.Uint64(v), Hash: append([]byte(nil), v[8:]...)}, true
+	return Head{}, false
 }

@@ -258,6 +258,10 @@ func compileSchema(which string, raw json.RawMessage, lim Limits) (*jsonschema.S
 	if s, ok := obj["$schema"]; ok && s != draft2020 && s != draft2020+"#" {
 		return nil, nil, errorf(CodeInvalidSchema, "%s: $schema %s is not JSON Schema 2020-12 (%s)", which, jsonv.Short(s, 120), draft2020)
 	}
+	key := schemaKey(which, doc)
+	if s, ok := schemaMemo.get(key); ok && key != "" {
+		return s, doc, nil
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
@@ -268,6 +272,9 @@ func compileSchema(which string, raw json.RawMessage, lim Limits) (*jsonschema.S
 	s, err := c.Compile(loc)
 	if err != nil {
 		return nil, nil, errorf(CodeInvalidSchema, "%s does not compile as JSON Schema 2020-12: %s", which, liberr.Clip(err.Error(), 512))
+	}
+	if key != "" {
+		schemaMemo.put(key, s)
 	}
 	return s, doc, nil
 }

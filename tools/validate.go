@@ -198,7 +198,7 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 		r.addError(Diagnostic{Code: string(perr.Code), Message: perr.Message})
 		return r
 	}
-	prog, diags := jsbundle.Compile(c.SourceCode, jsbundle.Options{MaxSourceBytes: v.limits.MaxSourceBytes})
+	prog, diags := compileSource(c.SourceCode, jsbundle.Options{MaxSourceBytes: v.limits.MaxSourceBytes})
 	for _, d := range diags {
 		dd := Diagnostic{Code: d.Code, Message: clip(d.Message), Line: d.Line, Column: d.Column}
 		if d.Severity == jsbundle.SeverityError {

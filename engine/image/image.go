@@ -91,6 +91,9 @@ type Limits struct {
 	// MaxLogEvents bounds the process's event log, and so its growth in the store (each
 	// event's data is bounded by the argument and result limits). Default 10,000,000.
 	MaxLogEvents int64 `json:"max_log_events,omitempty"`
+	// MaxLogBytes bounds the bytes of event data in the process's log, counted in the
+	// store across restarts. Default 1 GiB.
+	MaxLogBytes int64 `json:"max_log_bytes,omitempty"`
 }
 
 // ImageFormat is the manifest format this package reads. A manifest names it in its
