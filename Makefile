@@ -67,7 +67,7 @@ soak:
 # corpora in each package's testdata/fuzz; what a run finds is added there.
 FUZZTIME ?= 60s
 fuzz:
-	@set -e; for t in engine:FuzzAdapter engine/internal/jsonx:FuzzDecode mcpserver:FuzzStdio mcpserver:FuzzHTTP \
+	@set -e; for t in engine:FuzzAdapter internal/jsonexact:FuzzDecode internal/jsonexact:FuzzObjectMatchesReference mcpserver:FuzzStdio mcpserver:FuzzHTTP \
 		jsbundle:FuzzCompile syscalls:FuzzParseTape syscalls:FuzzRouterArgs; do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$pkg $$name"; \
 		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -parallel 1; done

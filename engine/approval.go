@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
@@ -547,7 +547,7 @@ type routeApprover struct {
 // A timeout returns ctx's error, which the router reports as approval_timeout.
 func (r routeApprover) Approve(ctx context.Context, req syscalls.ApprovalRequest) (syscalls.Decision, error) {
 	args := req.Args
-	if v, err := jsonx.Decode(args, r.p.limits.MaxDepth); err == nil {
+	if v, err := jsonexact.Decode(args, r.p.limits.MaxDepth); err == nil {
 		args = v.Canonical()
 	}
 	by, err := r.k.awaitApproval(ctx, r.p, approvalSubject{kind: approvalRoute, subject: req.Route, tool: req.Tool, via: r.via,

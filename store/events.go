@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentlibos/libos/store/internal/jsonobj"
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // Event types the store correlates. Any other non-empty type is stored as is.
@@ -136,6 +136,11 @@ func isSettlement(typ string) bool {
 	return typ == EventToolResult || typ == EventToolFailed || typ == EventUnknownSettlement
 }
 
+// maxEventDepth bounds the nesting of event data the store parses. The store has no
+// depth policy of its own (the kernel bounds arguments and results far below this);
+// the bound keeps a hostile nesting from exhausting the parser's stack.
+const maxEventDepth = 10_000
+
 // checkEventData validates an event's data and returns its compact form and call ID.
 func checkEventData(typ string, data json.RawMessage) (json.RawMessage, string, error) {
 	if len(data) == 0 || bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
@@ -144,11 +149,11 @@ func checkEventData(typ string, data json.RawMessage) (json.RawMessage, string, 
 	if len(data) > maxValueLen {
 		return nil, "", errorf(CodeInvalid, nil, "event data over %d bytes", maxValueLen)
 	}
-	compact, fields, err := jsonobj.Object(data)
+	compact, fields, err := jsonexact.SplitObject(data, maxEventDepth)
 	if err != nil {
 		return nil, "", errorf(CodeInvalid, err, "event data must be a JSON object")
 	}
-	call, ok := jsonobj.String(fields, CallIDField)
+	call, ok := jsonexact.FieldString(fields, CallIDField)
 	_, present := fields[CallIDField]
 	if typ == EventToolCalled || isSettlement(typ) {
 		if !ok {
@@ -171,8 +176,8 @@ func decodeEvent(v []byte) (Event, error) {
 		return Event{}, err
 	}
 	e := Event{PID: r.PID, Seq: r.Seq, Type: r.Type, Time: r.Time, Data: r.Data, PrevHash: r.PrevHash, Hash: r.Hash}
-	if _, fields, err := jsonobj.Object(r.Data); err == nil {
-		e.CallID, _ = jsonobj.String(fields, CallIDField)
+	if _, fields, err := jsonexact.SplitObject(r.Data, maxEventDepth); err == nil {
+		e.CallID, _ = jsonexact.FieldString(fields, CallIDField)
 	}
 	return e, nil
 }

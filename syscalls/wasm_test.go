@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/wasm"
 )
@@ -65,7 +65,7 @@ func TestGuestClockNowThroughRouter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if eq, _ := jsonv.EqualJSON(res.Value, []byte(tc.want)); !eq {
+			if eq, _ := jsonexact.EqualJSON(res.Value, []byte(tc.want)); !eq {
 				t.Fatalf("got %s\nwant %s", res.Value, tc.want)
 			}
 			if auditCount(t, s, "p") != before+1 {

@@ -1,7 +1,6 @@
-package jsonx
+package jsonexact
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -180,34 +179,6 @@ func (v Value) ToAny() any {
 			m[v.O[i].Key] = v.O[i].Val.ToAny()
 		}
 		return m
-	}
-}
-
-// Equal reports whether two values are the same JSON value: same kinds, same strings,
-// same number text, same array order, same object members regardless of order.
-func Equal(a, b Value) bool {
-	if a.Kind != b.Kind {
-		return false
-	}
-	switch a.Kind {
-	case Null:
-		return true
-	case Bool:
-		return a.B == b.B
-	case Number, String:
-		return a.S == b.S
-	case Array:
-		if len(a.A) != len(b.A) {
-			return false
-		}
-		for i := range a.A {
-			if !Equal(a.A[i], b.A[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		return bytes.Equal(a.Canonical(), b.Canonical())
 	}
 }
 

@@ -1,4 +1,4 @@
-package jsonx
+package jsonexact
 
 import (
 	"fmt"
@@ -29,8 +29,10 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s at byte %d", e.Reason, e.Offset) }
 
-// DefaultMaxDepth bounds nesting when Decode is given no bound.
-const DefaultMaxDepth = 64
+// DefaultMaxDepth bounds nesting when Decode is given no bound. The kernel passes its
+// own, tighter limit (engine.Limits.MaxDepth); this is the bound of the syscall
+// boundary, tapes and reports.
+const DefaultMaxDepth = 128
 
 // Decode decodes exactly one JSON value from data. maxDepth bounds the nesting of
 // arrays and objects (the outermost container is depth 1); 0 means DefaultMaxDepth.
@@ -416,4 +418,10 @@ func hex4(data string, at int) (rune, bool) {
 		}
 	}
 	return r, true
+}
+
+// Valid reports whether data is exact JSON (Decode accepts it within maxDepth).
+func Valid(data []byte, maxDepth int) bool {
+	_, err := Decode(data, maxDepth)
+	return err == nil
 }

@@ -1,4 +1,4 @@
-package jsonv
+package jsonexact
 
 import (
 	"bytes"
@@ -105,7 +105,7 @@ func inexactIn(dec *json.Decoder, ptr string) (string, string, string, bool) {
 					return "", "", "", false
 				}
 				k, _ := kt.(string)
-				if p, n, b, ok := inexactIn(dec, ptr+"/"+escapePointer(k)); ok {
+				if p, n, b, ok := inexactIn(dec, ptr+"/"+EscapePointer(k)); ok {
 					return p, n, b, ok
 				}
 			}
@@ -120,8 +120,4 @@ func inexactIn(dec *json.Decoder, ptr string) (string, string, string, bool) {
 		}
 	}
 	return "", "", "", false
-}
-
-func escapePointer(k string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }

@@ -1,4 +1,4 @@
-package jsonv
+package jsonexact
 
 import "testing"
 

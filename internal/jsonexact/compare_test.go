@@ -1,4 +1,4 @@
-package jsonv
+package jsonexact
 
 import (
 	"strings"
@@ -52,13 +52,13 @@ func TestDecodeStrict(t *testing.T) {
 		{"duplicate keys are rejected", `{"a":1,"a":2}`, "duplicate"},
 		{"nested duplicate keys are rejected", `{"x":{"a":1,"a":2}}`, "duplicate"},
 		{"invalid UTF-8 is rejected", "\"\xff\"", "UTF-8"},
-		{"trailing data is rejected", `{} {}`, "trailing"},
+		{"trailing data is rejected", `{} {}`, "unexpected data after"},
 		{"nesting is bounded", strings.Repeat("[", DefaultMaxDepth+1) + strings.Repeat("]", DefaultMaxDepth+1), "nesting"},
 		{"empty input is rejected", ``, "end"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.rule, func(t *testing.T) {
-			_, err := Decode([]byte(tc.in), 0)
+			_, err := DecodeAny([]byte(tc.in), 0)
 			if err == nil || !strings.Contains(err.Error(), tc.has) {
 				t.Fatalf("Decode(%q) = %v, want an error containing %q", tc.in, err, tc.has)
 			}
@@ -74,7 +74,7 @@ func FuzzEqualReflexive(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := Decode([]byte(s), 0)
+		v, err := DecodeAny([]byte(s), 0)
 		if err != nil {
 			return
 		}

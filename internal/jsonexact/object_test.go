@@ -1,4 +1,4 @@
-package jsonobj
+package jsonexact
 
 import (
 	"bytes"
@@ -6,14 +6,14 @@ import (
 	"errors"
 	"io"
 	"testing"
-	"unicode/utf8"
 )
 
-// reference is the straightforward form of Object (a json.Decoder walking the
-// tokens); the one-pass scanner must agree with it on every input.
+// reference is the straightforward form of SplitObject (referenceDecode's checks, then
+// a json.Decoder walking the tokens); the decoder and the one-pass scanner must agree
+// with it on every input.
 func reference(data []byte) ([]byte, map[string]json.RawMessage, error) {
-	if !utf8.Valid(data) || !json.Valid(data) {
-		return nil, nil, errors.New("invalid")
+	if _, err := referenceDecode(data, 0); err != nil {
+		return nil, nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -72,7 +72,9 @@ var cases = []struct{ name, in string }{
 	{"duplicate key", `{"a":1,"a":2}`},
 	{"duplicate after unescaping", `{"a":1,"\u0061":2}`},
 	{"keys differing in case are distinct", `{"a":1,"A":2}`},
-	{"duplicate nested key is the value's business", `{"a":{"b":1,"b":2}}`},
+	{"a duplicate nested key is refused too", `{"a":{"b":1,"b":2}}`},
+	{"a lone surrogate in a nested value", `{"a":["\udc00"]}`},
+	{"a surrogate pair", `{"a":"\ud83d\ude00"}`},
 	// not an object, malformed, trailing data
 	{"array", `[1,2]`},
 	{"string", `"x"`},
@@ -85,8 +87,8 @@ var cases = []struct{ name, in string }{
 	{"invalid utf8", "{\"a\":\"\xff\"}"},
 }
 
-// TestObjectMatchesReference checks the rule of Object's doc comment: exactly one
-// object, valid UTF-8, unique top-level keys; compact form and raw values as the
+// TestObjectMatchesReference checks the rule of SplitObject's doc comment: exactly one
+// object by Decode's rules; compact form and raw values as the
 // decoder-based reference computes them.
 func TestObjectMatchesReference(t *testing.T) {
 	for _, tc := range cases {
@@ -103,28 +105,28 @@ func FuzzObjectMatchesReference(f *testing.F) {
 
 func same(t *testing.T, in []byte) {
 	wc, wf, werr := reference(in)
-	gc, gf, gerr := Object(in)
+	gc, gf, gerr := SplitObject(in, 0)
 	if (werr == nil) != (gerr == nil) {
-		t.Fatalf("Object(%q) error = %v, reference error = %v", in, gerr, werr)
+		t.Fatalf("SplitObject(%q) error = %v, reference error = %v", in, gerr, werr)
 	}
 	if werr != nil {
 		return
 	}
 	if !bytes.Equal(gc, wc) {
-		t.Fatalf("Object(%q) compact = %q, want %q", in, gc, wc)
+		t.Fatalf("SplitObject(%q) compact = %q, want %q", in, gc, wc)
 	}
 	if len(gf) != len(wf) {
-		t.Fatalf("Object(%q) fields = %q, want %q", in, gf, wf)
+		t.Fatalf("SplitObject(%q) fields = %q, want %q", in, gf, wf)
 	}
 	for k, v := range wf {
 		if !bytes.Equal(gf[k], v) {
-			t.Fatalf("Object(%q) field %q = %q, want %q", in, k, gf[k], v)
+			t.Fatalf("SplitObject(%q) field %q = %q, want %q", in, k, gf[k], v)
 		}
 		var ws string
 		wok := json.Unmarshal(v, &ws) == nil
-		gs, gok := String(gf, k)
+		gs, gok := FieldString(gf, k)
 		if gok != wok || gs != ws {
-			t.Fatalf("String(%q) = %q, %v; want %q, %v", k, gs, gok, ws, wok)
+			t.Fatalf("FieldString(%q) = %q, %v; want %q, %v", k, gs, gok, ws, wok)
 		}
 	}
 }

@@ -1,158 +1,29 @@
-package jsonv
+package jsonexact
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agentlibos/libos/liberr"
 )
 
-// DefaultMaxDepth bounds nesting when Decode is given no bound.
-const DefaultMaxDepth = 128
-
-// Decode parses data as exactly one JSON value: objects become map[string]any, arrays
-// []any, numbers json.Number.
-func Decode(data []byte, maxDepth int) (any, error) {
-	if maxDepth <= 0 {
-		maxDepth = DefaultMaxDepth
-	}
-	if !utf8.Valid(data) {
-		return nil, errors.New("invalid UTF-8")
-	}
-	if at := loneSurrogate(data); at >= 0 {
-		// encoding/json would decode it as U+FFFD: a different string than was sent.
-		return nil, fmt.Errorf("invalid UTF-8: lone surrogate escape at byte %d", at)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	v, err := value(dec, 0, maxDepth)
+// DecodeAny parses data as exactly one JSON value (Decode's rules) in the shape
+// encoding/json gives with UseNumber: objects become map[string]any, arrays []any,
+// numbers json.Number. Equal, Diff and KindOf take this shape.
+func DecodeAny(data []byte, maxDepth int) (any, error) {
+	v, err := Decode(data, maxDepth)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON value")
-	}
-	return v, nil
+	return v.ToAny(), nil
 }
 
-// loneSurrogate returns the offset of the first \\u escape of a UTF-16 surrogate that
-// is not half of a high-low pair, or -1. A string escape that names no Unicode
-// character cannot be decoded exactly.
-func loneSurrogate(data []byte) int {
-	in := false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		switch {
-		case c == '"':
-			in = !in
-		case c == '\\' && in && i+1 < len(data):
-			if data[i+1] != 'u' {
-				i++ // the escaped byte, a quote perhaps
-				continue
-			}
-			r := hex4(data, i+2)
-			switch {
-			case r >= 0xd800 && r < 0xdc00:
-				if i+12 > len(data) || data[i+6] != '\\' || data[i+7] != 'u' {
-					return i
-				}
-				if r2 := hex4(data, i+8); r2 < 0xdc00 || r2 > 0xdfff {
-					return i
-				}
-				i += 11
-			case r >= 0xdc00 && r <= 0xdfff:
-				return i
-			default:
-				i += 5
-			}
-		}
-	}
-	return -1
-}
-
-// hex4 is the value of the four hex digits at data[at:], or -1.
-func hex4(data []byte, at int) rune {
-	if at+4 > len(data) {
-		return -1
-	}
-	var r rune
-	for _, c := range data[at : at+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return -1
-		}
-	}
-	return r
-}
-
-func value(dec *json.Decoder, depth, maxDepth int) (any, error) {
-	tok, err := dec.Token()
-	if err == io.EOF {
-		return nil, errors.New("unexpected end of JSON")
-	}
-	if err != nil {
-		return nil, err
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return tok, nil // string, json.Number, bool or nil
-	}
-	if depth >= maxDepth {
-		return nil, fmt.Errorf("nesting deeper than %d levels", maxDepth)
-	}
-	switch d {
-	case '{':
-		obj := map[string]any{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return nil, err
-			}
-			k, _ := kt.(string)
-			if _, dup := obj[k]; dup {
-				return nil, fmt.Errorf("duplicate key %q", k)
-			}
-			v, err := value(dec, depth+1, maxDepth)
-			if err != nil {
-				return nil, err
-			}
-			obj[k] = v
-		}
-		if _, err := dec.Token(); err != nil {
-			return nil, err
-		}
-		return obj, nil
-	case '[':
-		arr := []any{}
-		for dec.More() {
-			v, err := value(dec, depth+1, maxDepth)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		if _, err := dec.Token(); err != nil {
-			return nil, err
-		}
-		return arr, nil
-	}
-	return nil, fmt.Errorf("unexpected %v", d)
-}
-
-// Equal reports whether a and b (from Decode) are the same JSON value.
+// Equal reports whether a and b (from DecodeAny) are the same JSON value: numbers by
+// decimal value, object members in any order, everything else exactly.
 func Equal(a, b any) bool {
 	_, _, same := Diff(a, b)
 	return same
@@ -171,7 +42,7 @@ func Diff(want, got any) (path, what string, same bool) {
 }
 
 func diff(p *strings.Builder, want, got any) string {
-	if kw, kg := Kind(want), Kind(got); kw != kg {
+	if kw, kg := KindOf(want), KindOf(got); kw != kg {
 		return fmt.Sprintf("expected %s %s, observed %s %s", kw, Short(want, 80), kg, Short(got, 80))
 	}
 	switch w := want.(type) {
@@ -265,8 +136,8 @@ func ident(k string) bool {
 	return true
 }
 
-// Kind names the JSON type of v.
-func Kind(v any) string {
+// KindOf names the JSON type of v.
+func KindOf(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
@@ -331,11 +202,11 @@ func normalize(s string) (decimal, bool) {
 
 // EqualJSON decodes both texts exactly and compares them by value.
 func EqualJSON(a, b []byte) (bool, error) {
-	va, err := Decode(a, 0)
+	va, err := DecodeAny(a, 0)
 	if err != nil {
 		return false, err
 	}
-	vb, err := Decode(b, 0)
+	vb, err := DecodeAny(b, 0)
 	if err != nil {
 		return false, err
 	}

@@ -1,4 +1,4 @@
-package jsonv
+package jsonexact
 
 import "testing"
 
@@ -22,11 +22,11 @@ func TestEqualAndDiff(t *testing.T) {
 		{"null is not false", `[null]`, `[false]`, "$[0]"},
 	}
 	for _, tc := range cases {
-		a, err := Decode([]byte(tc.a), 0)
+		a, err := DecodeAny([]byte(tc.a), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := Decode([]byte(tc.b), 0)
+		b, err := DecodeAny([]byte(tc.b), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
