@@ -6,7 +6,7 @@ BUILD    := build
 GUEST    := wasm/libos_guest.wasm
 GOFLAGS_TEST ?=
 
-.PHONY: all build guest guest-verify test bench check run clean toolchain quickjs native dist soak fuzz conformance
+.PHONY: all build guest guest-verify test bench bench-compare check run clean toolchain quickjs native dist soak fuzz conformance
 
 all: build
 
@@ -39,8 +39,10 @@ guest-verify: $(BUILD)/quickjs/.verified | toolchain
 	if [ $$ok = 0 ]; then echo "guest-verify: run 'make guest' and commit wasm/libos_guest.wasm and wasm/guest_version.go"; exit 1; fi; \
 	echo "guest-verify: $(GUEST) and wasm/guest_version.go are reproduced byte for byte"
 
+# bin/libos carries the guest compiled for this machine (wasm/internal/seed), so that a
+# first run with an empty compilation cache does not compile it.
 bin/libos: FORCE
-	CGO_ENABLED=0 $(GO) build -o bin/libos ./cmd/libos
+	GO=$(GO) scripts/build-seeded.sh bin/libos
 
 # Static libos binaries for linux/amd64, linux/arm64, darwin/amd64, darwin/arm64 and
 # windows/amd64 in dist/, with SHA256SUMS; two runs on one commit give the same sums.
@@ -65,13 +67,20 @@ soak:
 # corpora in each package's testdata/fuzz; what a run finds is added there.
 FUZZTIME ?= 60s
 fuzz:
-	@set -e; for t in engine:FuzzAdapter engine/internal/jsonx:FuzzDecode mcpserver:FuzzStdio mcpserver:FuzzHTTP \
+	@set -e; for t in engine:FuzzAdapter internal/jsonexact:FuzzDecode internal/jsonexact:FuzzObjectMatchesReference mcpserver:FuzzStdio mcpserver:FuzzHTTP \
 		jsbundle:FuzzCompile syscalls:FuzzParseTape syscalls:FuzzRouterArgs; do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$pkg $$name"; \
 		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -parallel 1; done
 
 bench: native
 	LIBOS_NATIVE_BENCH=$(CURDIR)/$(BUILD)/native/qjs-bench $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+# libOS beside Deno 2.9.6 (installed from npm into build/tools/deno) at the same jobs,
+# interleaved; writes BENCHMARKS.md. Uses native QuickJS when 'make native' built it.
+# Minutes long; never part of 'make test'. BENCH_COMPARE_FLAGS="-reps 5 -out ''" for a look.
+BENCH_COMPARE_FLAGS ?=
+bench-compare:
+	GO=$(GO) scripts/bench-compare.sh $(BENCH_COMPARE_FLAGS)
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

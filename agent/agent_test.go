@@ -110,47 +110,6 @@ func provider(t *testing.T, v variant, f *fakeProvider, retries int) agent.Provi
 	return p
 }
 
-// args renders a JSON value as an OpenAI arguments string (Anthropic's input is the
-// same JSON as an object).
-func args(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-var sumCandidate = map[string]any{
-	"name":        "sum_numbers",
-	"description": "Add two bounded integers.",
-	"source_code": "export function run(args) { return {sum: args.a + args.b}; }",
-	"input_schema": map[string]any{"type": "object", "properties": map[string]any{
-		"a": map[string]any{"type": "integer", "minimum": -1000, "maximum": 1000},
-		"b": map[string]any{"type": "integer", "minimum": -1000, "maximum": 1000}},
-		"required": []string{"a", "b"}, "additionalProperties": false},
-	"output_schema": map[string]any{"type": "object", "properties": map[string]any{"sum": map[string]any{"type": "integer"}},
-		"required": []string{"sum"}, "additionalProperties": false},
-	"tests": []any{map[string]any{"args": map[string]any{"a": 1, "b": 2}, "expected": map[string]any{"sum": 3}, "syscalls": []any{}}},
-}
-
-func jitScenario(proj engine.Projection) scenario {
-	call := scriptCall{ID: "call_4", Name: "sum_numbers", Arguments: args(map[string]any{"a": 20, "b": 22})}
-	if proj == engine.Multiplexed {
-		call = scriptCall{ID: "call_4", Name: "run_jit_tool", Arguments: args(map[string]any{"tool_name": "sum_numbers", "arguments": map[string]any{"a": 20, "b": 22}})}
-	}
-	return scenario{Steps: []scriptStep{
-		{Text: "I will write the tool.", Calls: []scriptCall{{ID: "call_1", Name: "propose_jit_tool", Arguments: args(sumCandidate)}}},
-		{Calls: []scriptCall{{ID: "call_2", Name: "validate_jit_tool", Arguments: `{"candidate_id":"{{candidate_id}}"}`}}},
-		{Calls: []scriptCall{{ID: "call_3", Name: "register_jit_tool", Arguments: `{"candidate_id":"{{candidate_id}}"}`}}},
-		{Calls: []scriptCall{call}},
-		{Text: "The sum is 42."},
-	}}
-}
-
-func setUsage(sc scenario, in, out int64) scenario {
-	for i := range sc.Steps {
-		sc.Steps[i].Usage.Input, sc.Steps[i].Usage.Output = in, out
-	}
-	return sc
-}
-
 // The JIT authoring Skill: "In direct mode the next model request can expose the JIT as
 // its own native schema and it is called by name. In multiplexed mode only the generic
 // run_jit_tool schema is exposed". A real session through each provider's wire format:
@@ -160,7 +119,7 @@ func TestJITSessionThroughProvider(t *testing.T) {
 		for _, v := range variants {
 			t.Run(string(proj)+"/"+v.String(), func(t *testing.T) {
 				w := openWorld(t, t.TempDir(), proj)
-				f := newFakeProvider(t, v.kind, setUsage(jitScenario(proj), 100, 20))
+				f := newFakeProvider(t, v.kind, "jit-session-"+string(proj))
 				var streamed strings.Builder
 				cfg := config(w, provider(t, v, f, 0))
 				cfg.Observer.Text = func(s string) { streamed.WriteString(s) }
@@ -218,14 +177,7 @@ func TestParallelToolCallsInOrder(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.String(), func(t *testing.T) {
 			w := openWorld(t, t.TempDir(), engine.Direct)
-			f := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{
-				{Calls: []scriptCall{
-					{ID: "call_a", Name: "echo", Arguments: `{"n":1}`},
-					{ID: "call_b", Name: "echo", Arguments: `{"n":9007199254740993}`},
-					{ID: "call_c", Name: "echo", Arguments: `{"n":3}`},
-				}},
-				{Text: "done"},
-			}})
+			f := newFakeProvider(t, v.kind, "parallel-calls")
 			var order []string
 			cfg := config(w, provider(t, v, f, 0))
 			cfg.Observer.ToolDone = func(step int, out agent.Outcome) { order = append(order, out.Call.ID+"="+out.Text) }
@@ -261,15 +213,7 @@ func TestMalformedFrameFromModel(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.String(), func(t *testing.T) {
 			w := openWorld(t, t.TempDir(), engine.Direct)
-			bad := `{"n":`
-			if v.kind == "anthropic" {
-				bad = `[1,2]` // input that is not an object
-			}
-			f := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{
-				{Calls: []scriptCall{{ID: "call_bad", Name: "echo", Arguments: bad}}},
-				{Calls: []scriptCall{{ID: "call_ok", Name: "echo", Arguments: `{"n":1}`}}},
-				{Text: "fixed"},
-			}})
+			f := newFakeProvider(t, v.kind, "malformed-frame")
 			var outs []agent.Outcome
 			cfg := config(w, provider(t, v, f, 0))
 			cfg.Observer.ToolDone = func(step int, out agent.Outcome) { outs = append(outs, out) }
@@ -305,7 +249,7 @@ func TestProviderFailures(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.String()+"/429-then-success", func(t *testing.T) {
 			w := openWorld(t, t.TempDir(), engine.Direct)
-			f := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{{Status: 429}, {Text: "hello"}}})
+			f := newFakeProvider(t, v.kind, "rate-limited-then-success")
 			rep, err := agent.Run(context.Background(), config(w, provider(t, v, f, 2)), "hi")
 			if err != nil {
 				t.Fatal(err)
@@ -320,7 +264,7 @@ func TestProviderFailures(t *testing.T) {
 		})
 		t.Run(v.String()+"/500-past-the-bound", func(t *testing.T) {
 			w := openWorld(t, t.TempDir(), engine.Direct)
-			f := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{{Status: 500}, {Status: 502}, {Status: 503}}})
+			f := newFakeProvider(t, v.kind, "server-errors-past-the-bound")
 			rep, err := agent.Run(context.Background(), config(w, provider(t, v, f, 2)), "hi")
 			if !errors.Is(err, agent.ErrProviderUnavailable) {
 				t.Fatalf("err %v, want provider_unavailable", err)
@@ -345,7 +289,7 @@ func TestProviderFailures(t *testing.T) {
 		})
 		t.Run(v.String()+"/refusal", func(t *testing.T) {
 			w := openWorld(t, t.TempDir(), engine.Direct)
-			f := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{{Refuse: true}}})
+			f := newFakeProvider(t, v.kind, "refusal")
 			_, err := agent.Run(context.Background(), config(w, provider(t, v, f, 0)), "hi")
 			if !errors.Is(err, agent.ErrProviderRefused) {
 				t.Fatalf("err %v, want provider_refused", err)
@@ -359,12 +303,7 @@ func TestTokenBudget(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.String(), func(t *testing.T) {
 			w := openWorld(t, t.TempDir(), engine.Direct)
-			sc := setUsage(scenario{Steps: []scriptStep{
-				{Calls: []scriptCall{{ID: "c1", Name: "echo", Arguments: `{"n":1}`}}},
-				{Calls: []scriptCall{{ID: "c2", Name: "echo", Arguments: `{"n":2}`}}},
-				{Calls: []scriptCall{{ID: "c3", Name: "echo", Arguments: `{"n":3}`}}},
-			}}, 60, 20)
-			f := newFakeProvider(t, v.kind, sc)
+			f := newFakeProvider(t, v.kind, "token-budget")
 			cfg := config(w, provider(t, v, f, 0))
 			cfg.BudgetTokens = 150
 			rep, err := agent.Run(context.Background(), cfg, "loop")
@@ -417,9 +356,7 @@ func TestResumeAfterKill(t *testing.T) {
 		t.Run(v.String()+"/between-steps", func(t *testing.T) {
 			dir := t.TempDir()
 			w := openWorld(t, dir, engine.Direct)
-			f := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{
-				{Calls: []scriptCall{{ID: "c1", Name: "echo", Arguments: `{"n":1}`}}},
-			}})
+			f := newFakeProvider(t, v.kind, "killed-between-steps")
 			cfg := config(w, provider(t, v, f, 0))
 			// Killed after the first step settled, before the second request.
 			cfg.Log = &crashLog{Log: cfg.Log, crashAt: func(typ string, _ json.RawMessage) bool { return typ == agent.EventRequest && f.next == 1 }}
@@ -428,7 +365,7 @@ func TestResumeAfterKill(t *testing.T) {
 			}
 			w.close()
 			w = openWorld(t, dir, engine.Direct)
-			f2 := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{{Text: "resumed"}}})
+			f2 := newFakeProvider(t, v.kind, "resumed")
 			cfg = config(w, provider(t, v, f2, 0))
 			ck := &countingKernel{Kernel: cfg.Kernel}
 			cfg.Kernel = ck
@@ -451,9 +388,7 @@ func TestResumeAfterKill(t *testing.T) {
 		t.Run(v.String()+"/unknown-settlement", func(t *testing.T) {
 			dir := t.TempDir()
 			w := openWorld(t, dir, engine.Direct)
-			f := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{
-				{Calls: []scriptCall{{ID: "c1", Name: "echo", Arguments: `{"n":1}`}, {ID: "c2", Name: "echo", Arguments: `{"n":2}`}}},
-			}})
+			f := newFakeProvider(t, v.kind, "killed-mid-calls")
 			cfg := config(w, provider(t, v, f, 0))
 			// Killed after c1 was dispatched and ran, before its outcome was recorded.
 			cfg.Log = &crashLog{Log: cfg.Log, crashAt: func(typ string, data json.RawMessage) bool {
@@ -464,7 +399,7 @@ func TestResumeAfterKill(t *testing.T) {
 			}
 			w.close()
 			w = openWorld(t, dir, engine.Direct)
-			f2 := newFakeProvider(t, v.kind, scenario{Steps: []scriptStep{{Text: "ok"}}})
+			f2 := newFakeProvider(t, v.kind, "resumed-ok")
 			var outs []agent.Outcome
 			cfg = config(w, provider(t, v, f2, 0))
 			ck := &countingKernel{Kernel: cfg.Kernel}
@@ -487,7 +422,7 @@ func TestResumeAfterKill(t *testing.T) {
 	}
 	t.Run("finished-run", func(t *testing.T) {
 		w := openWorld(t, t.TempDir(), engine.Direct)
-		f := newFakeProvider(t, "openai", scenario{Steps: []scriptStep{{Text: "bye"}}})
+		f := newFakeProvider(t, "openai", "one-answer")
 		cfg := config(w, provider(t, variant{kind: "openai"}, f, 0))
 		rep, err := agent.Run(context.Background(), cfg, "hi")
 		if err != nil {

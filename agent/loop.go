@@ -330,8 +330,10 @@ func (r *run) answerCalls(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The results settled: they join the conversation even when the context ended
+	// meanwhile, so that a resumed run sees them and the loop ends as cancelled.
 	for _, m := range msgs {
-		if err := r.addMessage(ctx, "tool", m); err != nil {
+		if err := r.addMessage(context.WithoutCancel(ctx), "tool", m); err != nil {
 			return err
 		}
 	}

@@ -1,54 +1,58 @@
 package agent_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// A scenario is a scripted model: the answers a provider gives, one per request, in a
-// provider-neutral form that the fake server renders in each provider's documented
-// wire format (chat completions, or the Messages API; streamed as server-sent events
-// when the request asks for a stream).
-type scenario struct {
-	Steps []scriptStep `json:"steps"`
+// A transcript is a recorded conversation with a model API, kept in
+// testdata/transcripts/<provider>/<session>.json in that provider's documented wire
+// format: each exchange is the HTTP status and the JSON body the API answered with
+// (a chat completion, a Messages API message, or the provider's error object). The
+// same sessions exist for both providers. A body may say {{candidate_id}} where a
+// real model repeats the candidate id the conversation gave it.
+type transcript struct {
+	Exchanges []exchange `json:"exchanges"`
 }
 
-type scriptStep struct {
-	// Status, when set, answers with that HTTP error instead (429, 500, …).
+type exchange struct {
+	// Status, when set, is the HTTP error status the API answered with.
 	Status int `json:"status,omitempty"`
-	// Text is the assistant's text.
-	Text string `json:"text,omitempty"`
-	// Calls are the tool calls; Arguments is the OpenAI arguments string, and for
-	// Anthropic the input value (it must then be JSON; a non-object is kept as is).
-	Calls []scriptCall `json:"tool_calls,omitempty"`
-	Usage struct {
-		Input  int64 `json:"input"`
-		Output int64 `json:"output"`
-	} `json:"usage"`
-	// WantTools, when set, must be exactly the tool names of this step's request.
+	// WantTools, when set, must be exactly the tool names of this exchange's request.
 	WantTools []string `json:"want_tools,omitempty"`
-	// Refuse makes the model refuse.
-	Refuse bool `json:"refuse,omitempty"`
+	// Body is the answer as the API sent it.
+	Body json.RawMessage `json:"body"`
 }
 
-type scriptCall struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
+// A scriptStep is the provider-neutral reading of a recorded answer, from which a
+// streamed answer is rendered as the provider's documented server-sent events.
+type scriptStep struct {
+	Text string // the assistant's text
+	// Calls are the tool calls; Arguments is the OpenAI arguments string, or the
+	// Anthropic input as compact JSON.
+	Calls []scriptCall
+	Usage struct{ Input, Output int64 }
+	// Refuse: the model refused.
+	Refuse bool
 }
+
+type scriptCall struct{ ID, Name, Arguments string }
 
 // fakeProvider is a real HTTP server speaking one provider's wire format.
 type fakeProvider struct {
 	t        *testing.T
 	kind     string
-	script   []scriptStep
+	script   []exchange
 	srv      *httptest.Server
 	mu       sync.Mutex
 	next     int
@@ -58,8 +62,20 @@ type fakeProvider struct {
 
 var candidateRE = regexp.MustCompile(`tcand_[0-9a-f]{32}`)
 
-func newFakeProvider(t *testing.T, kind string, sc scenario) *fakeProvider {
-	f := &fakeProvider{t: t, kind: kind, script: sc.Steps}
+// newFakeProvider serves the recorded session name of the provider kind.
+func newFakeProvider(t *testing.T, kind, name string) *fakeProvider {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "transcripts", kind, name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr transcript
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&tr); err != nil || len(tr.Exchanges) == 0 {
+		t.Fatalf("transcript %s/%s: %v (%d exchanges)", kind, name, err, len(tr.Exchanges))
+	}
+	f := &fakeProvider{t: t, kind: kind, script: tr.Exchanges}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -95,40 +111,116 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "script exhausted", 500)
 		return
 	}
-	step := f.script[f.next]
+	ex := f.script[f.next]
 	f.next++
 	f.requests = append(f.requests, req)
 	f.mu.Unlock()
-	if step.Status != 0 {
-		w.Header().Set("retry-after-ms", "1")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(step.Status)
-		fmt.Fprintf(w, `{"error":{"type":"scripted","message":"scripted HTTP %d"}}`, step.Status)
-		return
-	}
-	if step.WantTools != nil {
-		if got := toolNames(f.kind, req); strings.Join(got, ",") != strings.Join(step.WantTools, ",") {
-			f.t.Errorf("%s: request %d offers tools %v, want %v", f.kind, f.next, got, step.WantTools)
+	if ex.WantTools != nil {
+		if got := toolNames(f.kind, req); strings.Join(got, ",") != strings.Join(ex.WantTools, ",") {
+			f.t.Errorf("%s: request %d offers tools %v, want %v", f.kind, f.next, got, ex.WantTools)
 		}
 	}
 	// A scripted model refers to the candidate the conversation produced, as a real
 	// model reads it from the tool result.
-	cand := candidateRE.FindString(string(body))
+	cand := ""
 	if found := candidateRE.FindAllString(string(body), -1); len(found) > 0 {
 		cand = found[len(found)-1]
 	}
-	calls := make([]scriptCall, len(step.Calls))
-	for i, c := range step.Calls {
-		c.Arguments = strings.ReplaceAll(c.Arguments, "{{candidate_id}}", cand)
-		calls[i] = c
+	answer := bytes.ReplaceAll(ex.Body, []byte("{{candidate_id}}"), []byte(cand))
+	w.Header().Set("Content-Type", "application/json")
+	if ex.Status != 0 {
+		w.Header().Set("retry-after-ms", "1")
+		w.WriteHeader(ex.Status)
+		_, _ = w.Write(answer)
+		return
 	}
-	step.Calls = calls
-	stream, _ := req["stream"].(bool)
-	if f.kind == "openai" {
-		writeOpenAI(w, step, stream)
-	} else {
-		writeAnthropic(w, step, stream)
+	if stream, _ := req["stream"].(bool); stream {
+		step, err := readStep(f.kind, answer)
+		if err != nil {
+			f.t.Errorf("%s: exchange %d: %v", f.kind, f.next, err)
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		if f.kind == "openai" {
+			writeOpenAI(w, step)
+		} else {
+			writeAnthropic(w, step)
+		}
+		return
 	}
+	_, _ = w.Write(answer)
+}
+
+// readStep reads a recorded answer in the provider's format back into its parts, to
+// stream it.
+func readStep(kind string, body []byte) (scriptStep, error) {
+	var st scriptStep
+	if kind == "openai" {
+		var c struct {
+			Choices []struct {
+				Message struct {
+					Content   *string `json:"content"`
+					Refusal   *string `json:"refusal"`
+					ToolCalls []struct {
+						ID       string `json:"id"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"message"`
+			} `json:"choices"`
+			Usage struct {
+				Prompt     int64 `json:"prompt_tokens"`
+				Completion int64 `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(body, &c); err != nil || len(c.Choices) != 1 {
+			return st, fmt.Errorf("not a chat completion with one choice: %v", err)
+		}
+		m := c.Choices[0].Message
+		if m.Content != nil {
+			st.Text = *m.Content
+		}
+		st.Refuse = m.Refusal != nil
+		for _, tc := range m.ToolCalls {
+			st.Calls = append(st.Calls, scriptCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		st.Usage.Input, st.Usage.Output = c.Usage.Prompt, c.Usage.Completion
+		return st, nil
+	}
+	var m struct {
+		Content []struct {
+			Type  string          `json:"type"`
+			Text  string          `json:"text"`
+			ID    string          `json:"id"`
+			Name  string          `json:"name"`
+			Input json.RawMessage `json:"input"`
+		} `json:"content"`
+		StopReason string `json:"stop_reason"`
+		Usage      struct {
+			Input  int64 `json:"input_tokens"`
+			Output int64 `json:"output_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return st, fmt.Errorf("not a Messages API message: %v", err)
+	}
+	for _, blk := range m.Content {
+		switch blk.Type {
+		case "text":
+			st.Text += blk.Text
+		case "tool_use":
+			var in bytes.Buffer
+			if err := json.Compact(&in, blk.Input); err != nil {
+				return st, err
+			}
+			st.Calls = append(st.Calls, scriptCall{ID: blk.ID, Name: blk.Name, Arguments: in.String()})
+		}
+	}
+	st.Refuse = m.StopReason == "refusal"
+	st.Usage.Input, st.Usage.Output = m.Usage.Input, m.Usage.Output
+	return st, nil
 }
 
 func toolNames(kind string, req map[string]any) []string {
@@ -168,13 +260,9 @@ func openAICompletion(step scriptStep) map[string]any {
 	}
 }
 
-func writeOpenAI(w http.ResponseWriter, step scriptStep, stream bool) {
+// writeOpenAI streams a step as chat-completion chunks.
+func writeOpenAI(w http.ResponseWriter, step scriptStep) {
 	c := openAICompletion(step)
-	if !stream {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(c)
-		return
-	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	chunk := func(delta map[string]any, finish any, usage any) {
 		ch := map[string]any{"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1767323045, "model": "scripted-model",
@@ -235,13 +323,9 @@ func anthropicMessage(step scriptStep) map[string]any {
 	}
 }
 
-func writeAnthropic(w http.ResponseWriter, step scriptStep, stream bool) {
+// writeAnthropic streams a step as Messages API events.
+func writeAnthropic(w http.ResponseWriter, step scriptStep) {
 	m := anthropicMessage(step)
-	if !stream {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(m)
-		return
-	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	event := func(typ string, data map[string]any) {
 		data["type"] = typ
@@ -278,4 +362,34 @@ func writeAnthropic(w http.ResponseWriter, step scriptStep, stream bool) {
 	}
 	event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": m["stop_reason"], "stop_sequence": nil}, "usage": map[string]any{"output_tokens": step.Usage.Output}})
 	event("message_stop", map[string]any{})
+}
+
+// "The same scripted sessions run against both providers": every recorded session
+// exists in both wire formats, and each answer reads back in its provider's format.
+func TestTranscriptsCoverBothProviders(t *testing.T) {
+	sessions := map[string][]string{}
+	for _, kind := range []string{"openai", "anthropic"} {
+		files, err := filepath.Glob(filepath.Join("testdata", "transcripts", kind, "*.json"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s transcripts: %v", kind, err)
+		}
+		for _, f := range files {
+			name := strings.TrimSuffix(filepath.Base(f), ".json")
+			sessions[name] = append(sessions[name], kind)
+			fp := newFakeProvider(t, kind, name)
+			for i, ex := range fp.script {
+				if ex.Status != 0 {
+					continue
+				}
+				if _, err := readStep(kind, ex.Body); err != nil {
+					t.Errorf("%s/%s exchange %d: %v", kind, name, i+1, err)
+				}
+			}
+		}
+	}
+	for name, kinds := range sessions {
+		if len(kinds) != 2 {
+			t.Errorf("session %s is recorded only for %v", name, kinds)
+		}
+	}
 }

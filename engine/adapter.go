@@ -3,7 +3,7 @@ package engine
 import (
 	"strings"
 
-	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // The tool-call adapter turns one provider frame into a normalised call: a function name
@@ -57,11 +57,11 @@ const envelopeDepth = 2
 
 // normalized is one call after the adapter.
 type normalized struct {
-	name       string      // selected function name, trimmed
-	fromAction bool        // the name came from the legacy top-level action
-	args       jsonx.Value // object, without top-level action
-	argBytes   int         // size of the raw arguments as received
-	dropped    bool        // a top-level action was removed
+	name       string          // selected function name, trimmed
+	fromAction bool            // the name came from the legacy top-level action
+	args       jsonexact.Value // object, without top-level action
+	argBytes   int             // size of the raw arguments as received
+	dropped    bool            // a top-level action was removed
 }
 
 type adapterLimits struct {
@@ -80,11 +80,11 @@ func normalizeFrame(frame []byte, lim adapterLimits) (normalized, error) {
 	if lim.maxFrameBytes > 0 && len(frame) > lim.maxFrameBytes {
 		return normalized{}, errorf(CodeLimitExceeded, "protocol frame: frame is %d bytes, more than the %d-byte frame limit", len(frame), lim.maxFrameBytes)
 	}
-	root, err := jsonx.Decode(frame, lim.maxDepth+envelopeDepth)
+	root, err := jsonexact.Decode(frame, lim.maxDepth+envelopeDepth)
 	if err != nil {
 		return normalized{}, decodeErr("frame", err)
 	}
-	if root.Kind != jsonx.Object {
+	if root.Kind != jsonexact.Object {
 		return normalized{}, protocolErr("a frame must be a JSON object, got %s", root.Kind)
 	}
 	return normalizeEnvelope(&root, lim)
@@ -98,7 +98,7 @@ func decodeErr(what string, err error) *Error {
 
 // checkKeys refuses keys outside allowed, naming the intended key when the refused one
 // differs only in case: keys are matched case-sensitively, never folded.
-func checkKeys(obj *jsonx.Value, where string, allowed ...string) error {
+func checkKeys(obj *jsonexact.Value, where string, allowed ...string) error {
 	for _, m := range obj.O {
 		ok := false
 		for _, a := range allowed {
@@ -120,17 +120,17 @@ func checkKeys(obj *jsonx.Value, where string, allowed ...string) error {
 	return nil
 }
 
-func normalizeEnvelope(root *jsonx.Value, lim adapterLimits) (normalized, error) {
+func normalizeEnvelope(root *jsonexact.Value, lim adapterLimits) (normalized, error) {
 	// A whole JSON-RPC tools/call request: unwrap to its params.
 	if _, ok := root.Get("method"); ok {
 		if err := checkKeys(root, "JSON-RPC request", "jsonrpc", "id", "method", "params"); err != nil {
 			return normalized{}, err
 		}
-		if m, _ := root.Get("method"); m.Kind != jsonx.String || m.S != "tools/call" {
+		if m, _ := root.Get("method"); m.Kind != jsonexact.String || m.S != "tools/call" {
 			return normalized{}, protocolErr("a JSON-RPC frame must have method \"tools/call\"")
 		}
 		params, ok := root.Get("params")
-		if !ok || params.Kind != jsonx.Object {
+		if !ok || params.Kind != jsonexact.Object {
 			return normalized{}, protocolErr("a tools/call request needs a params object")
 		}
 		if err := checkKeys(params, "tools/call params", "name", "arguments", "_meta"); err != nil {
@@ -143,10 +143,10 @@ func normalizeEnvelope(root *jsonx.Value, lim adapterLimits) (normalized, error)
 		if err := checkKeys(root, "frame", "id", "type", "function", "index"); err != nil {
 			return normalized{}, err
 		}
-		if t, ok := root.Get("type"); ok && (t.Kind != jsonx.String || t.S != "function") {
+		if t, ok := root.Get("type"); ok && (t.Kind != jsonexact.String || t.S != "function") {
 			return normalized{}, protocolErr("a frame with a function object must have type \"function\"")
 		}
-		if fn.Kind != jsonx.Object {
+		if fn.Kind != jsonexact.Object {
 			return normalized{}, protocolErr("function must be an object, got %s", fn.Kind)
 		}
 		if err := checkKeys(fn, "function", "name", "arguments"); err != nil {
@@ -157,7 +157,7 @@ func normalizeEnvelope(root *jsonx.Value, lim adapterLimits) (normalized, error)
 	if err := checkKeys(root, "frame", "name", "arguments", "input", "id", "call_id", "type", "status", "_meta"); err != nil {
 		return normalized{}, err
 	}
-	if id, ok := root.Get("id"); ok && id.Kind != jsonx.String && id.Kind != jsonx.Number && id.Kind != jsonx.Null {
+	if id, ok := root.Get("id"); ok && id.Kind != jsonexact.String && id.Kind != jsonexact.Number && id.Kind != jsonexact.Null {
 		return normalized{}, protocolErr("id must be a string or a number, got %s", id.Kind)
 	}
 	argsKey := "arguments"
@@ -171,7 +171,7 @@ func normalizeEnvelope(root *jsonx.Value, lim adapterLimits) (normalized, error)
 	}
 	if t, ok := root.Get("type"); ok {
 		switch {
-		case t.Kind != jsonx.String:
+		case t.Kind != jsonexact.String:
 			return normalized{}, protocolErr("type must be a string, got %s", t.Kind)
 		case t.S == "tool_use" && !hasArgs, t.S == "function_call" && !hasInput:
 		default:
@@ -182,14 +182,14 @@ func normalizeEnvelope(root *jsonx.Value, lim adapterLimits) (normalized, error)
 }
 
 // normalizeCall applies adapter rules 1–4 to an object holding name and arguments.
-func normalizeCall(obj *jsonx.Value, argsKey string, lim adapterLimits) (normalized, error) {
+func normalizeCall(obj *jsonexact.Value, argsKey string, lim adapterLimits) (normalized, error) {
 	var n normalized
 
 	// Rule 1: the function name is trimmed of surrounding white space.
 	if v, ok := obj.Get("name"); ok {
 		switch v.Kind {
-		case jsonx.Null:
-		case jsonx.String:
+		case jsonexact.Null:
+		case jsonexact.String:
 			n.name = ToolName(v.S)
 		default:
 			return n, protocolErr("name must be a string, got %s", v.Kind)
@@ -200,23 +200,23 @@ func normalizeCall(obj *jsonx.Value, argsKey string, lim adapterLimits) (normali
 	}
 
 	// Rule 2: absent, null and "" become {}; a string must decode to an object.
-	args := jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}
+	args := jsonexact.Value{Kind: jsonexact.Object, O: []jsonexact.Member{}}
 	if v, ok := obj.Get(argsKey); ok {
 		switch v.Kind {
-		case jsonx.Null:
-		case jsonx.String:
+		case jsonexact.Null:
+		case jsonexact.String:
 			if v.S != "" {
 				n.argBytes = len(v.S)
-				dec, err := jsonx.DecodeString(v.S, lim.maxDepth)
+				dec, err := jsonexact.DecodeString(v.S, lim.maxDepth)
 				if err != nil {
 					return n, decodeErr(argsKey+" string", err)
 				}
-				if dec.Kind != jsonx.Object {
+				if dec.Kind != jsonexact.Object {
 					return n, protocolErr("%s must decode to a JSON object, got %s", argsKey, dec.Kind)
 				}
 				args = dec
 			}
-		case jsonx.Object:
+		case jsonexact.Object:
 			// Already decoded (Anthropic input, MCP arguments): same rule, same bounds.
 			if d := depth(v); d > lim.maxDepth {
 				return n, protocolErr("%s nest deeper than %d levels", argsKey, lim.maxDepth)
@@ -230,7 +230,7 @@ func normalizeCall(obj *jsonx.Value, argsKey string, lim adapterLimits) (normali
 
 	// Rule 3: the top-level action is removed; the real name wins; a string action is
 	// the legacy fallback only when the name is missing or empty.
-	var action *jsonx.Value
+	var action *jsonexact.Value
 	if a, ok := args.Get(actionKey); ok {
 		saved := *a
 		action = &saved
@@ -238,7 +238,7 @@ func normalizeCall(obj *jsonx.Value, argsKey string, lim adapterLimits) (normali
 		n.dropped = true
 	}
 	if n.name == "" {
-		if action == nil || action.Kind != jsonx.String || ToolName(action.S) == "" {
+		if action == nil || action.Kind != jsonexact.String || ToolName(action.S) == "" {
 			if action == nil {
 				return n, protocolErr("function name is missing or empty and there is no top-level action to fall back on")
 			}
@@ -255,14 +255,14 @@ func normalizeCall(obj *jsonx.Value, argsKey string, lim adapterLimits) (normali
 }
 
 // depth returns the nesting depth of v: 0 for a scalar, 1 for a flat container.
-func depth(v *jsonx.Value) int {
+func depth(v *jsonexact.Value) int {
 	d := 0
 	switch v.Kind {
-	case jsonx.Array:
+	case jsonexact.Array:
 		for i := range v.A {
 			d = max(d, depth(&v.A[i]))
 		}
-	case jsonx.Object:
+	case jsonexact.Object:
 		for i := range v.O {
 			d = max(d, depth(&v.O[i].Val))
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // FuzzAdapter: whatever the frame, the adapter does not panic, fails only with a typed
@@ -55,7 +55,7 @@ func FuzzAdapter(f *testing.F) {
 		if !json.Valid(text) || !utf8.Valid(text) {
 			t.Fatalf("dispatched arguments are not valid JSON: %q", text)
 		}
-		again, err := jsonx.Decode(text, lim.maxDepth)
+		again, err := jsonexact.Decode(text, lim.maxDepth)
 		if err != nil {
 			t.Fatalf("dispatched arguments do not re-decode: %v: %q", err, text)
 		}

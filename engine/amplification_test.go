@@ -3,9 +3,11 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
 )
 
@@ -77,5 +79,76 @@ func TestAmplificationBounded(t *testing.T) {
 	t.Logf("amplification: 40 calls on a log bounded at 30 events: %d refused with limit_exceeded, log at %d events", refused, n)
 	if n > 30+1 {
 		t.Fatalf("the log grew to %d events past its limit of 30", n)
+	}
+}
+
+// TestLogBytesBoundSurvivesRestart: "per-process bounds … on store growth per
+// process, typed when exceeded". A process whose log holds its max_log_bytes of event
+// data is refused with limit_exceeded, its log does not grow past the bound (but for
+// the settlement of the call that reached it), and the bound still holds after the
+// store and kernel are closed and opened again: the count is kept in the store.
+func TestLogBytesBoundSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	open := func() (*store.Store, *engine.Kernel) {
+		st, err := store.Open(dir, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := engine.Open(ctx, st, engine.Config{Builtins: []engine.Tool{tools.Echo()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, k
+	}
+	st, k := open()
+	const bound = 8 << 10
+	pid, err := k.Spawn(ctx, engine.ProcessConfig{Tools: []string{"echo"}, Limits: engine.Limits{MaxLogBytes: bound}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := []byte(`{"name":"echo","arguments":{"pad":"` + strings.Repeat("x", 500) + `"}}`)
+	logBytes := func() (n int) {
+		evs, err := st.Events(pid, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			n += len(e.Data)
+		}
+		return n
+	}
+	refusedAt := -1
+	for i := 0; i < 100 && refusedAt < 0; i++ {
+		_, err := k.HandleFrame(ctx, pid, frame)
+		switch codeOf(err) {
+		case "":
+		case "limit_exceeded":
+			refusedAt = i
+		default:
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if refusedAt < 0 {
+		t.Fatal("100 calls of 500 bytes each never reached a bound of 8 KiB")
+	}
+	grown := logBytes()
+	t.Logf("log bytes bound: refused at call %d, log holds %d bytes of event data under a bound of %d", refusedAt, grown, bound)
+	if grown > bound+1024 {
+		t.Fatalf("the log holds %d bytes; its bound is %d (and one settlement)", grown, bound)
+	}
+	k.Close()
+	st.Close()
+
+	st, k = open()
+	defer func() { k.Close(); st.Close() }()
+	if _, err := k.HandleFrame(ctx, pid, frame); codeOf(err) != "limit_exceeded" {
+		t.Fatalf("after a restart, a call on a full log: %v, want limit_exceeded", err)
+	}
+	if after := logBytes(); after > bound+1024 {
+		t.Fatalf("after a restart the log grew to %d bytes", after)
+	}
+	if h, err := st.Head(pid); err != nil || h.Bytes == 0 || int(h.Bytes) != logBytes() {
+		t.Fatalf("head %+v (%v): its byte count is not the log's %d bytes", h, err, logBytes())
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
@@ -156,6 +156,11 @@ func (k *Kernel) awaitApproval(ctx context.Context, p *process, sub approvalSubj
 		deadline = d // a syscall waits as long as the router lets it
 	}
 
+	// The client's answer, when the call is the retry that brings one.
+	if err := k.applyClientDecision(ctx, p, sub, argsSum, defHash); err != nil {
+		return "", err
+	}
+
 	k.apprMu.Lock()
 	a, found, err := k.applicableApproval(ctx, p, sub, argsSum, defHash)
 	if err != nil {
@@ -196,21 +201,35 @@ func (k *Kernel) awaitApproval(ctx context.Context, p *process, sub approvalSubj
 		}
 		k.apprMu.Unlock()
 	}()
+	// The call's client, when it can be asked, is: it answers now (the call waits for
+	// the decision as for the operator's) or with a retry (the call ends here, the
+	// approval pending, and the retry waits on it or uses it).
+	if wait, asked := askClient(ctx, a); asked && !wait {
+		return "", &Error{Layer: layer, Code: CodeApprovalRequired,
+			Message: fmt.Sprintf("%s needs approval %s; its client was asked, and the operator can decide it too ('libos approve %s')", sub.subject, a.ID, a.ID)}
+	}
 
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	timedOut := false
+	woke := wokeDecided
 	select {
 	case <-w.done:
 	case <-ctx.Done():
-		timedOut = true
+		woke = wokeCanceled
 	case <-timer.C:
-		timedOut = true
+		woke = wokeTimeout
 	case <-k.closing:
 		return "", &Error{Layer: layer, Code: CodeClosed, Message: fmt.Sprintf("the kernel is closing; approval %s stays pending and can still be decided", a.ID)}
 	}
-	return k.settleApproval(context.WithoutCancel(ctx), p, a.ID, sub.tool, timedOut)
+	return k.settleApproval(context.WithoutCancel(ctx), p, a.ID, sub.tool, woke)
 }
+
+// Why an approval wait ended.
+const (
+	wokeDecided  = iota // a decision arrived
+	wokeTimeout         // the deadline passed: a timeout denies
+	wokeCanceled        // the caller went away: the approval expires with its call
+)
 
 // applicableApproval finds an approval of p for exactly sub: an approved one is used
 // now (state used); a pending one with nobody waiting and time left is returned to be
@@ -272,7 +291,7 @@ func (k *Kernel) useApproval(ctx context.Context, p *process, id string) (bool, 
 // settleApproval reads the outcome of approval id after its wait: approved and still
 // applicable (the tool's definition is the one approved) → used; denied → denied;
 // still pending after a timeout → expired.
-func (k *Kernel) settleApproval(ctx context.Context, p *process, id, tool string, timedOut bool) (string, *Error) {
+func (k *Kernel) settleApproval(ctx context.Context, p *process, id, tool string, woke int) (string, *Error) {
 	var out *Error
 	var by string
 	err := k.st.Update(ctx, func(tx *store.Tx) error {
@@ -284,11 +303,16 @@ func (k *Kernel) settleApproval(ctx context.Context, p *process, id, tool string
 		by = a.DecidedBy
 		switch a.State {
 		case ApprovalPending:
-			if !timedOut {
+			switch woke {
+			case wokeTimeout:
+				a.State, a.Reason, a.Decided, a.DecidedBy = ApprovalExpired, "no decision before the deadline", tx.Now(), "timeout"
+				out = &Error{Layer: layer, Code: CodeApprovalTimeout, Message: fmt.Sprintf("no operator decision on approval %s before its deadline; a timeout denies", id)}
+			case wokeCanceled:
+				a.State, a.Reason, a.Decided, a.DecidedBy = ApprovalExpired, "the call was cancelled before a decision", tx.Now(), "caller"
+				out = &Error{Layer: layer, Code: CodeCanceled, Message: fmt.Sprintf("the call was cancelled while approval %s was pending; the approval expired with it", id)}
+			default:
 				return fmt.Errorf("approval %s woke up undecided", id)
 			}
-			a.State, a.Reason, a.Decided, a.DecidedBy = ApprovalExpired, "no decision before the deadline", tx.Now(), "timeout"
-			out = &Error{Layer: layer, Code: CodeApprovalTimeout, Message: fmt.Sprintf("no operator decision on approval %s before its deadline; a timeout denies", id)}
 			if err := tx.PutApproval(a.record()); err != nil {
 				return err
 			}
@@ -355,8 +379,13 @@ func (k *Kernel) decide(ctx context.Context, id string, approve bool, reason, by
 	if err != nil {
 		return err
 	}
+	return k.decideIn(ctx, pid, id, approve, reason, by)
+}
+
+// decideIn decides approval id of pid, by by (the operator, the kernel, a client).
+func (k *Kernel) decideIn(ctx context.Context, pid, id string, approve bool, reason, by string) error {
 	var refusal *Error
-	err = k.st.Update(ctx, func(tx *store.Tx) error {
+	err := k.st.Update(ctx, func(tx *store.Tx) error {
 		r, err := tx.Approval(pid, id)
 		if err != nil {
 			return err
@@ -416,17 +445,30 @@ func (k *Kernel) approvalOwner(id string) (string, error) {
 	return "", notFound
 }
 
-// denyAll denies every pending approval of pid (the process was killed).
-func (k *Kernel) denyAll(ctx context.Context, pid, reason string) {
-	recs, err := k.st.Approvals(pid)
+// denyPending denies, inside tx, every pending approval of pid with reason, decided
+// by "kernel", and returns their IDs for wake. A read or write that fails fails tx, so
+// the caller's change and the denials are durable together or not at all.
+func denyPending(tx *store.Tx, pid, reason string) ([]string, error) {
+	recs, err := tx.Approvals(pid)
 	if err != nil {
-		return
+		return nil, err
 	}
+	var ids []string
 	for _, r := range recs {
-		if r.State == ApprovalPending {
-			_ = k.decide(ctx, r.ID, false, reason, "kernel")
+		a := approvalOf(r)
+		if a.State != ApprovalPending {
+			continue
 		}
+		a.State, a.Decided, a.DecidedBy, a.Reason = ApprovalDenied, tx.Now(), "kernel", reason
+		if err := tx.PutApproval(a.record()); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Append(pid, EventApprovalDecided, a.eventData(map[string]any{"decision": "denied", "by": a.DecidedBy, "reason": a.Reason})); err != nil {
+			return nil, err
+		}
+		ids = append(ids, a.ID)
 	}
+	return ids, nil
 }
 
 // restoreApprovals expires, on Open, the pending approvals of p whose deadline
@@ -505,7 +547,7 @@ type routeApprover struct {
 // A timeout returns ctx's error, which the router reports as approval_timeout.
 func (r routeApprover) Approve(ctx context.Context, req syscalls.ApprovalRequest) (syscalls.Decision, error) {
 	args := req.Args
-	if v, err := jsonx.Decode(args, r.p.limits.MaxDepth); err == nil {
+	if v, err := jsonexact.Decode(args, r.p.limits.MaxDepth); err == nil {
 		args = v.Canonical()
 	}
 	by, err := r.k.awaitApproval(ctx, r.p, approvalSubject{kind: approvalRoute, subject: req.Route, tool: req.Tool, via: r.via,
@@ -513,7 +555,7 @@ func (r routeApprover) Approve(ctx context.Context, req syscalls.ApprovalRequest
 	switch {
 	case err == nil:
 		return syscalls.Decision{Approved: true, By: by}, nil
-	case err.Code == CodeApprovalTimeout && ctx.Err() != nil:
+	case err.Code == CodeCanceled || (err.Code == CodeApprovalTimeout && ctx.Err() != nil):
 		return syscalls.Decision{}, ctx.Err()
 	case err.Code == CodeApprovalDenied || err.Code == CodeApprovalTimeout:
 		return syscalls.Decision{Approved: false, By: "operator", Reason: err.Message}, nil

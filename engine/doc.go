@@ -62,7 +62,7 @@
 // a string to decode to an object; removes a top-level "action" and injects the
 // selected name as the internal action (Call.Action), using a string action as the
 // name only when the name is missing or empty. JSON is decoded exactly by
-// engine/internal/jsonx: duplicate keys, invalid UTF-8, lone surrogates, too deep
+// internal/jsonexact: duplicate keys, invalid UTF-8, lone surrogates, too deep
 // nesting and frame keys in the wrong case are refused, and numbers keep their text.
 //
 // # Results

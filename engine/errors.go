@@ -60,6 +60,9 @@ const (
 	CodeApprovalDenied Code = "approval_denied"
 	// CodeApprovalTimeout: no decision arrived in time; a timeout denies.
 	CodeApprovalTimeout Code = "approval_timeout"
+	// CodeCanceled: the caller went away (Ctrl-C, a cancelled MCP request) while the
+	// call waited; a pending approval it asked for expires with it.
+	CodeCanceled Code = "canceled"
 	// CodeNotFound: an operator request named a checkpoint, approval or binding that
 	// does not exist.
 	CodeNotFound Code = "not_found"

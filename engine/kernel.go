@@ -32,6 +32,7 @@ const (
 	DefaultMaxCallEvents     = 4096
 	DefaultMaxCallEventBytes = 8 << 20
 	DefaultMaxLogEvents      = 10_000_000
+	DefaultMaxLogBytes       = 1 << 30
 )
 
 // frameOverhead is how much larger than its arguments a frame may be: the envelope and
@@ -40,7 +41,7 @@ const frameOverhead = 4 << 10
 
 func checkLimits(l Limits, where string) error {
 	if l.MaxArgumentBytes < 0 || l.MaxResultBytes < 0 || l.MaxDepth < 0 || l.MaxCalls < 0 ||
-		l.MaxCallEvents < 0 || l.MaxCallEventBytes < 0 || l.MaxLogEvents < 0 {
+		l.MaxCallEvents < 0 || l.MaxCallEventBytes < 0 || l.MaxLogEvents < 0 || l.MaxLogBytes < 0 {
 		return errorf(CodeInvalidConfig, "%s: limits must not be negative", where)
 	}
 	return nil
@@ -64,6 +65,9 @@ func withDefaults(l Limits) Limits {
 	}
 	if l.MaxLogEvents == 0 {
 		l.MaxLogEvents = DefaultMaxLogEvents
+	}
+	if l.MaxLogBytes == 0 {
+		l.MaxLogBytes = DefaultMaxLogBytes
 	}
 	return l
 }
@@ -91,6 +95,7 @@ func tighten(l, p Limits) Limits {
 	l.MaxCallEvents = pick64(l.MaxCallEvents, p.MaxCallEvents)
 	l.MaxCallEventBytes = pick64(l.MaxCallEventBytes, p.MaxCallEventBytes)
 	l.MaxLogEvents = pick64(l.MaxLogEvents, p.MaxLogEvents)
+	l.MaxLogBytes = pick64(l.MaxLogBytes, p.MaxLogBytes)
 	return l
 }
 

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/agentlibos/libos/engine/internal/jsonx"
 	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
@@ -57,7 +57,7 @@ type Result struct {
 // request is a call after the adapter (or the host API's argument check).
 type request struct {
 	name       string
-	args       jsonx.Value
+	args       jsonexact.Value
 	argBytes   int
 	fromAction bool
 	via        string
@@ -157,25 +157,25 @@ func withCallQuota(ctx context.Context, l Limits) context.Context {
 	if store.QuotaFrom(ctx) != nil {
 		return ctx
 	}
-	return store.WithQuota(ctx, &store.Quota{MaxEvents: l.MaxCallEvents, MaxBytes: l.MaxCallEventBytes, MaxSeq: uint64(l.MaxLogEvents)})
+	return store.WithQuota(ctx, &store.Quota{MaxEvents: l.MaxCallEvents, MaxBytes: l.MaxCallEventBytes, MaxSeq: uint64(l.MaxLogEvents), MaxLogBytes: uint64(l.MaxLogBytes)})
 }
 
 // hostArgs applies the adapter's argument rules to host-supplied arguments.
-func hostArgs(args json.RawMessage, lim Limits) (jsonx.Value, error) {
+func hostArgs(args json.RawMessage, lim Limits) (jsonexact.Value, error) {
 	if len(args) > adapterLimitsOf(lim).maxFrameBytes {
-		return jsonx.Value{}, errorf(CodeLimitExceeded, "protocol frame: arguments are %d bytes, more than the %d-byte frame limit", len(args), adapterLimitsOf(lim).maxFrameBytes)
+		return jsonexact.Value{}, errorf(CodeLimitExceeded, "protocol frame: arguments are %d bytes, more than the %d-byte frame limit", len(args), adapterLimitsOf(lim).maxFrameBytes)
 	}
 	if len(strings.TrimSpace(string(args))) == 0 {
-		return jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}, nil
+		return jsonexact.Value{Kind: jsonexact.Object, O: []jsonexact.Member{}}, nil
 	}
-	v, err := jsonx.Decode(args, lim.MaxDepth)
+	v, err := jsonexact.Decode(args, lim.MaxDepth)
 	if err != nil {
 		return v, decodeErr("arguments", err)
 	}
 	switch v.Kind {
-	case jsonx.Null:
-		return jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}, nil
-	case jsonx.Object:
+	case jsonexact.Null:
+		return jsonexact.Value{Kind: jsonexact.Object, O: []jsonexact.Member{}}, nil
+	case jsonexact.Object:
 		return v, nil
 	}
 	return v, protocolErr("arguments must be a JSON object, got %s", v.Kind)
@@ -397,7 +397,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 		return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeLimitExceeded,
 			Message: fmt.Sprintf("result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(out), p.limits.MaxResultBytes)})
 	}
-	v, derr := jsonx.Decode(out, p.limits.MaxDepth)
+	v, derr := jsonexact.Decode(out, p.limits.MaxDepth)
 	if derr != nil {
 		return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeOutputInvalid, Message: fmt.Sprintf("result of %s is not exact JSON: %v", e.Name, derr), Err: derr})
 	}
@@ -476,7 +476,7 @@ var runJITToolDef = render.Tool{
 
 // muxEnvelope checks run_jit_tool's arguments: exactly {"tool_name": non-empty string,
 // "arguments": object}. It returns the violations as data.
-func muxEnvelope(args *jsonx.Value) (string, jsonx.Value, []Detail) {
+func muxEnvelope(args *jsonexact.Value) (string, jsonexact.Value, []Detail) {
 	var details []Detail
 	for _, m := range args.O {
 		switch m.Key {
@@ -484,23 +484,23 @@ func muxEnvelope(args *jsonx.Value) (string, jsonx.Value, []Detail) {
 		case "name":
 			details = append(details, Detail{Path: "/name", Message: `the field is "tool_name", not "name"`})
 		default:
-			details = append(details, Detail{Path: "/" + jsonx.EscapePointer(m.Key), Message: `unexpected key: run_jit_tool takes only "tool_name" and "arguments"`})
+			details = append(details, Detail{Path: "/" + jsonexact.EscapePointer(m.Key), Message: `unexpected key: run_jit_tool takes only "tool_name" and "arguments"`})
 		}
 	}
 	var name string
 	switch tn, ok := args.Get("tool_name"); {
 	case !ok:
 		details = append(details, Detail{Path: "", Message: `missing required "tool_name"`})
-	case tn.Kind != jsonx.String || ToolName(tn.S) == "":
+	case tn.Kind != jsonexact.String || ToolName(tn.S) == "":
 		details = append(details, Detail{Path: "/tool_name", Message: "must be a non-empty string"})
 	default:
 		name = ToolName(tn.S)
 	}
-	var nested jsonx.Value
+	var nested jsonexact.Value
 	switch a, ok := args.Get("arguments"); {
 	case !ok:
 		details = append(details, Detail{Path: "", Message: `missing required "arguments"`})
-	case a.Kind != jsonx.Object:
+	case a.Kind != jsonexact.Object:
 		details = append(details, Detail{Path: "/arguments", Message: "must be an object, got " + a.Kind.String()})
 	default:
 		nested = *a

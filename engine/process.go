@@ -474,20 +474,48 @@ func (k *Kernel) setState(ctx context.Context, pid, state, typ string) error {
 
 // Kill ends pid: it leaves the live table (later calls get unknown_process), its
 // pending approvals are denied, and its record is kept with state killed, with its
-// log, candidates and checkpoints. Calls already running finish and settle.
+// log, candidates and checkpoints. Calls already running finish and settle. The
+// killed record, the process_killed event and every denial are one batch: when Kill
+// returns nil no approval of pid is left pending, and when the batch cannot be
+// written Kill returns the error and the process runs on, unchanged.
 func (k *Kernel) Kill(ctx context.Context, pid string) error {
-	err := k.change(ctx, pid, "kill", EventProcessKilled, map[string]any{"state": StateKilled}, func(p *process) (func(), error) {
-		old := p.state
-		p.state = StateKilled
-		return func() { p.state = old }, nil
-	})
+	if err := k.enter(); err != nil {
+		return err
+	}
+	defer k.calls.Done()
+	p, err := k.live(pid)
 	if err != nil {
 		return err
+	}
+	raw, _ := json.Marshal(map[string]any{"state": StateKilled, "by": "operator"})
+	var denied []string
+	p.mu.Lock()
+	old := p.state
+	p.state = StateKilled
+	err = k.st.Update(ctx, func(tx *store.Tx) error {
+		if err := k.putProcess(tx, p); err != nil {
+			return err
+		}
+		if _, err := tx.Append(pid, EventProcessKilled, raw); err != nil {
+			return err
+		}
+		ids, err := denyPending(tx, pid, "the process was killed")
+		denied = ids
+		return err
+	})
+	if err != nil {
+		p.state = old
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return storageErr("kill "+pid, err)
 	}
 	k.mu.Lock()
 	delete(k.procs, pid)
 	k.mu.Unlock()
-	k.denyAll(ctx, pid, "the process was killed")
+	for _, id := range denied {
+		k.wake(id)
+	}
 	k.notify(pid)
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentlibos/libos/engine/image"
-	"github.com/agentlibos/libos/engine/internal/jsonx"
 	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // ToolKind says where a tool in a process tool table comes from.
@@ -127,11 +127,11 @@ func compileTool(t Tool, maxDepth int) (*entry, error) {
 		return nil, toolErr(t.Name, "no input schema")
 	}
 	var err error
-	var doc jsonx.Value
+	var doc jsonexact.Value
 	if e.in, doc, err = compileSchema(t.Name, "input", t.InputSchema, maxDepth); err != nil {
 		return nil, err
 	}
-	if tp, ok := doc.Get("type"); !ok || tp.Kind != jsonx.String || tp.S != "object" {
+	if tp, ok := doc.Get("type"); !ok || tp.Kind != jsonexact.String || tp.S != "object" {
 		return nil, toolErr(t.Name, `the input schema's root must be {"type":"object", …}`)
 	}
 	e.inSchema = doc.Canonical()
@@ -154,30 +154,30 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("schemas are not loaded from %s: only the tool's own schema and the JSON Schema meta-schemas resolve", url)
 }
 
-func compileSchema(tool, which string, raw json.RawMessage, maxDepth int) (*jsonschema.Schema, jsonx.Value, error) {
-	doc, err := jsonx.Decode(raw, maxDepth)
+func compileSchema(tool, which string, raw json.RawMessage, maxDepth int) (*jsonschema.Schema, jsonexact.Value, error) {
+	doc, err := jsonexact.Decode(raw, maxDepth)
 	if err != nil {
-		return nil, jsonx.Value{}, toolErr(tool, "%s schema is not exact JSON: %v", which, err)
+		return nil, jsonexact.Value{}, toolErr(tool, "%s schema is not exact JSON: %v", which, err)
 	}
-	if doc.Kind != jsonx.Object {
-		return nil, jsonx.Value{}, toolErr(tool, "%s schema must be a JSON object, got %s", which, doc.Kind)
+	if doc.Kind != jsonexact.Object {
+		return nil, jsonexact.Value{}, toolErr(tool, "%s schema must be a JSON object, got %s", which, doc.Kind)
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
 	loc := "urn:libos:tool:" + tool + ":" + which
 	if err := c.AddResource(loc, doc.ToAny()); err != nil {
-		return nil, jsonx.Value{}, toolErr(tool, "%s schema: %v", which, err)
+		return nil, jsonexact.Value{}, toolErr(tool, "%s schema: %v", which, err)
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, jsonx.Value{}, toolErr(tool, "%s schema does not compile: %v", which, err)
+		return nil, jsonexact.Value{}, toolErr(tool, "%s schema does not compile: %v", which, err)
 	}
 	return s, doc, nil
 }
 
 // validate checks v against s and returns the violations as data.
-func validate(s *jsonschema.Schema, v *jsonx.Value) []Detail {
+func validate(s *jsonschema.Schema, v *jsonexact.Value) []Detail {
 	err := s.Validate(v.ToAny())
 	if err == nil {
 		return nil

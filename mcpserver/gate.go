@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentlibos/libos/engine"
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // Every message a client sends, on either transport, is parsed exactly once here
@@ -81,7 +81,7 @@ var envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "erro
 // object, and for methods with fixed params (tools/call) exactly those members with
 // the types MCP gives them.
 func checkMessage(raw []byte) (*message, *rejection) {
-	v, err := jsonv.Decode(raw, MaxMessageDepth)
+	v, err := jsonexact.DecodeAny(raw, MaxMessageDepth)
 	if err != nil {
 		id, inParams := recoverEnvelope(raw)
 		code := int64(jsonrpc.CodeParseError)
@@ -95,7 +95,7 @@ func checkMessage(raw []byte) (*message, *rejection) {
 		if _, batch := v.([]any); batch {
 			return nil, reject(nil, jsonrpc.CodeInvalidRequest, "a batch is not a message: MCP sends one JSON-RPC message at a time")
 		}
-		return nil, reject(nil, jsonrpc.CodeInvalidRequest, "a message must be a JSON object, got %s", jsonv.Kind(v))
+		return nil, reject(nil, jsonrpc.CodeInvalidRequest, "a message must be a JSON object, got %s", jsonexact.KindOf(v))
 	}
 	// The id first, so that every later refusal answers the request it refuses.
 	var id json.RawMessage
@@ -113,7 +113,7 @@ func checkMessage(raw []byte) (*message, *rejection) {
 			id = json.RawMessage(x)
 			idKey = "n" + strconv.FormatInt(n, 10)
 		default:
-			return nil, reject(nil, jsonrpc.CodeInvalidRequest, "id must be a string or an integer, got %s", jsonv.Kind(iv))
+			return nil, reject(nil, jsonrpc.CodeInvalidRequest, "id must be a string or an integer, got %s", jsonexact.KindOf(iv))
 		}
 	}
 	for k := range obj {
@@ -167,17 +167,17 @@ func checkMessage(raw []byte) (*message, *rejection) {
 	pv, hasParams := obj["params"]
 	params, isObj := pv.(map[string]any)
 	if hasParams && !isObj {
-		return nil, reject(id, jsonrpc.CodeInvalidParams, "params of %s must be an object, got %s", method, jsonv.Kind(pv))
+		return nil, reject(id, jsonrpc.CodeInvalidParams, "params of %s must be an object, got %s", method, jsonexact.KindOf(pv))
 	}
 	version := ""
 	if m, ok := params["_meta"]; ok {
 		meta, ok := m.(map[string]any)
 		if !ok {
-			return nil, reject(id, jsonrpc.CodeInvalidParams, "params._meta of %s must be an object, got %s", method, jsonv.Kind(m))
+			return nil, reject(id, jsonrpc.CodeInvalidParams, "params._meta of %s must be an object, got %s", method, jsonexact.KindOf(m))
 		}
 		if v, ok := meta[mcp.MetaKeyProtocolVersion]; ok {
 			if version, ok = v.(string); !ok {
-				return nil, reject(id, jsonrpc.CodeInvalidParams, "params._meta[%q] of %s must be a string, got %s", mcp.MetaKeyProtocolVersion, method, jsonv.Kind(v))
+				return nil, reject(id, jsonrpc.CodeInvalidParams, "params._meta[%q] of %s must be a string, got %s", mcp.MetaKeyProtocolVersion, method, jsonexact.KindOf(v))
 			}
 		}
 	}
@@ -207,19 +207,19 @@ func checkMessage(raw []byte) (*message, *rejection) {
 		}
 		if v, ok := params["inputResponses"]; ok {
 			if _, ok := v.(map[string]any); !ok {
-				return nil, reject(id, jsonrpc.CodeInvalidParams, "params.inputResponses of tools/call must be an object, got %s", jsonv.Kind(v))
+				return nil, reject(id, jsonrpc.CodeInvalidParams, "params.inputResponses of tools/call must be an object, got %s", jsonexact.KindOf(v))
 			}
 		}
 		if v, ok := params["requestState"]; ok {
 			if _, ok := v.(string); !ok {
-				return nil, reject(id, jsonrpc.CodeInvalidParams, "params.requestState of tools/call must be a string, got %s", jsonv.Kind(v))
+				return nil, reject(id, jsonrpc.CodeInvalidParams, "params.requestState of tools/call must be a string, got %s", jsonexact.KindOf(v))
 			}
 		}
 		// A missing name is left to the adapter, which may fall back on a legacy
 		// action argument; a name that is there must be a string.
 		if n, ok := params["name"]; ok {
 			if _, ok := n.(string); !ok {
-				return nil, reject(id, jsonrpc.CodeInvalidParams, "params.name of tools/call must be a string, got %s", jsonv.Kind(n))
+				return nil, reject(id, jsonrpc.CodeInvalidParams, "params.name of tools/call must be a string, got %s", jsonexact.KindOf(n))
 			}
 		}
 	}
@@ -258,7 +258,7 @@ func recoverEnvelope(raw []byte) (id json.RawMessage, inParams bool) {
 		return nil, false
 	}
 	if ids := members["id"]; len(ids) == 1 {
-		switch x, _ := jsonv.Decode(ids[0], 1); x := x.(type) {
+		switch x, _ := jsonexact.DecodeAny(ids[0], 1); x := x.(type) {
 		case string:
 			id, _ = json.Marshal(x)
 		case json.Number:
@@ -274,7 +274,7 @@ func recoverEnvelope(raw []byte) (id json.RawMessage, inParams bool) {
 		if !contains(envelopeKeys, k) || len(vs) != 1 {
 			return id, false
 		}
-		if _, err := jsonv.Decode(vs[0], MaxMessageDepth); err != nil && k != "params" {
+		if _, err := jsonexact.DecodeAny(vs[0], MaxMessageDepth); err != nil && k != "params" {
 			return id, false
 		}
 	}

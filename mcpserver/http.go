@@ -48,7 +48,7 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 		}
 		return stateful
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			byHeader(r).ServeHTTP(w, r)
 			return
@@ -108,6 +108,11 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 			byHeader(r).ServeHTTP(w, r)
 		}
 	})
+	if s.auth != nil {
+		// Authorization comes first: a refused request is not read (auth.go).
+		return s.guard(h)
+	}
+	return h
 }
 
 // statelessRevision is the first revision of MCP without the initialize handshake.

@@ -26,9 +26,12 @@ type Server struct {
 	mu       sync.Mutex
 	mirrored map[string]string // tool name → its rendered MCP definition
 	unsub    func()
+	hmacKey  []byte // authenticates requestState (approval.go), read from the store once
 
 	// posts counts the HTTP POSTs in flight (see Handler and Wait).
 	posts sync.WaitGroup
+
+	authState // auth.go
 }
 
 // Options configure New.
@@ -39,6 +42,9 @@ type Options struct {
 	Instructions string
 	// Logger receives the SDK's and the bridge's logs; nil discards them.
 	Logger *slog.Logger
+	// Auth, when set, admits to the HTTP handler only the requests whose bearer
+	// token covers the process (auth.go); nil serves every request, for loopback.
+	Auth *Authorizer
 }
 
 // New serves process pid of k. The tool list is read from the kernel now and again on
@@ -49,6 +55,7 @@ func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{k: k, pid: pid, log: log, mirrored: map[string]string{}}
+	s.auth = opts.Auth
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       log,
@@ -187,7 +194,18 @@ func (s *Server) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
+	stateless := false
+	if v, _ := req.Params.Meta[mcp.MetaKeyProtocolVersion].(string); v >= statelessRevision {
+		stateless = true
+	}
+	ctx, asked, err := s.approvalContext(ctx, req, stateless)
+	if err != nil {
+		return nil, stateError(err)
+	}
 	res, err := s.k.HandleFrame(ctx, s.pid, frame)
+	if a := asked(); a != nil && engine.CodeOf(err) == string(engine.CodeApprovalRequired) {
+		return s.inputRequired(ctx, req.Params.Name, *a)
+	}
 	var out *mcp.CallToolResult
 	if err != nil {
 		if out, err = s.failure(req.Params.Name, err); err != nil {
@@ -196,7 +214,7 @@ func (s *Server) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	} else {
 		out = Success(res)
 	}
-	if v, _ := req.Params.Meta[mcp.MetaKeyProtocolVersion].(string); v >= statelessRevision {
+	if stateless {
 		// The stateless revision says what kind of result this is: a complete one.
 		// The SDK marks the results of its own tool handlers; this one bypasses them.
 		return complete(out), nil
@@ -268,7 +286,7 @@ func (s *Server) failure(name string, err error) (*mcp.CallToolResult, error) {
 	te.Code, te.Message = code, msg
 	data, _ := json.Marshal(te)
 	switch engine.Code(code) {
-	case engine.CodeProtocolFrame:
+	case engine.CodeProtocolFrame, engine.CodeRequestStateInvalid:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: code + ": " + msg, Data: data}
 	case engine.CodeStorage, engine.CodeClosed, engine.CodeUnknownProcess:
 		s.log.Error("mcp: tool call failed in the server", "pid", s.pid, "tool", name, "code", code, "err", err)

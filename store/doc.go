@@ -92,6 +92,7 @@
 // process's keys. Values are JSON unless noted.
 //
 //	meta 00 format                   decimal format version ("1"); checked at Open
+//	meta 00 secret 00 <name>         a 32-byte random secret (raw), made on first use (Secret)
 //	proc 00 <pid>                    Process
 //	head 00 <pid>                    last seq (8 bytes BE) + its hash (32 bytes)
 //	evt 00 <pid> 00 <seq 8 bytes BE> Event (without call_id, derived from data)

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentlibos/libos/store/internal/jsonobj"
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // Event types the store correlates. Any other non-empty type is stored as is.
@@ -48,6 +48,10 @@ type Event struct {
 type Head struct {
 	Seq  uint64 `json:"seq"`
 	Hash []byte `json:"hash"`
+	// Bytes is the data the log holds: the sum of its events' data bytes, kept with
+	// the head so that a bound on a log's size holds across restarts. Heads written
+	// before it was kept count from their first later append.
+	Bytes uint64 `json:"bytes"`
 }
 
 // eventRecord is the stored form of an Event: CallID is derived from Data on read,
@@ -132,6 +136,11 @@ func isSettlement(typ string) bool {
 	return typ == EventToolResult || typ == EventToolFailed || typ == EventUnknownSettlement
 }
 
+// maxEventDepth bounds the nesting of event data the store parses. The store has no
+// depth policy of its own (the kernel bounds arguments and results far below this);
+// the bound keeps a hostile nesting from exhausting the parser's stack.
+const maxEventDepth = 10_000
+
 // checkEventData validates an event's data and returns its compact form and call ID.
 func checkEventData(typ string, data json.RawMessage) (json.RawMessage, string, error) {
 	if len(data) == 0 || bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
@@ -140,11 +149,11 @@ func checkEventData(typ string, data json.RawMessage) (json.RawMessage, string, 
 	if len(data) > maxValueLen {
 		return nil, "", errorf(CodeInvalid, nil, "event data over %d bytes", maxValueLen)
 	}
-	compact, fields, err := jsonobj.Object(data)
+	compact, fields, err := jsonexact.SplitObject(data, maxEventDepth)
 	if err != nil {
 		return nil, "", errorf(CodeInvalid, err, "event data must be a JSON object")
 	}
-	call, ok := jsonobj.String(fields, CallIDField)
+	call, ok := jsonexact.FieldString(fields, CallIDField)
 	_, present := fields[CallIDField]
 	if typ == EventToolCalled || isSettlement(typ) {
 		if !ok {
@@ -167,19 +176,24 @@ func decodeEvent(v []byte) (Event, error) {
 		return Event{}, err
 	}
 	e := Event{PID: r.PID, Seq: r.Seq, Type: r.Type, Time: r.Time, Data: r.Data, PrevHash: r.PrevHash, Hash: r.Hash}
-	if _, fields, err := jsonobj.Object(r.Data); err == nil {
-		e.CallID, _ = jsonobj.String(fields, CallIDField)
+	if _, fields, err := jsonexact.SplitObject(r.Data, maxEventDepth); err == nil {
+		e.CallID, _ = jsonexact.FieldString(fields, CallIDField)
 	}
 	return e, nil
 }
 
 func encodeHead(h Head) []byte {
-	return append(binary.BigEndian.AppendUint64(nil, h.Seq), h.Hash...)
+	return binary.BigEndian.AppendUint64(append(binary.BigEndian.AppendUint64(nil, h.Seq), h.Hash...), h.Bytes)
 }
 
+// decodeHead reads a head record: sequence, hash and data bytes, or the older form
+// without the byte count.
 func decodeHead(v []byte) (Head, bool) {
-	if len(v) != 8+HashSize {
-		return Head{}, false
+	switch len(v) {
+	case 8 + HashSize:
+		return Head{Seq: binary.BigEndian.Uint64(v), Hash: append([]byte(nil), v[8:]...)}, true
+	case 8 + HashSize + 8:
+		return Head{Seq: binary.BigEndian.Uint64(v), Hash: append([]byte(nil), v[8:8+HashSize]...), Bytes: binary.BigEndian.Uint64(v[8+HashSize:])}, true
 	}
-	return Head{Seq: binary.BigEndian.Uint64(v), Hash: append([]byte(nil), v[8:]...)}, true
+	return Head{}, false
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // Quota bounds what the writes made under one context may add to the store: how many
-// events they append, how many bytes of event data, and how long a log may grow. The
+// events they append, how many bytes of event data, and how long and how large a log
+// may grow. The
 // kernel gives each top-level call its own Quota, so that one call fanning out through
 // nested calls cannot write without bound, and sets MaxSeq from the process's limits.
 // A Quota is mechanism: the numbers are the caller's.
@@ -19,6 +20,9 @@ type Quota struct {
 	MaxEvents int64  // events appended under the context; 0 means no bound
 	MaxBytes  int64  // bytes of their data; 0 means no bound
 	MaxSeq    uint64 // no log grows past this sequence number; 0 means no bound
+	// MaxLogBytes: no log grows past this many bytes of event data in total (counted
+	// in its head record, so across restarts); 0 means no bound.
+	MaxLogBytes uint64
 
 	events, bytes atomic.Int64
 }
@@ -40,8 +44,9 @@ func QuotaFrom(ctx context.Context) *Quota {
 	return q
 }
 
-// charge counts one event of n data bytes at seq, or refuses it with limit_exceeded.
-func (q *Quota) charge(pid, typ string, seq uint64, n int) error {
+// charge counts one event of n data bytes at seq, appended to a log holding logBytes,
+// or refuses it with limit_exceeded.
+func (q *Quota) charge(pid, typ string, seq, logBytes uint64, n int) error {
 	if q == nil {
 		return nil
 	}
@@ -52,6 +57,9 @@ func (q *Quota) charge(pid, typ string, seq uint64, n int) error {
 	}
 	if q.MaxSeq > 0 && seq > q.MaxSeq {
 		return errorf(CodeLimitExceeded, nil, "event log of %s holds its limit of %d events", pid, q.MaxSeq)
+	}
+	if q.MaxLogBytes > 0 && logBytes+uint64(n) > q.MaxLogBytes {
+		return errorf(CodeLimitExceeded, nil, "event log of %s holds %d bytes of its limit of %d; %s of %d bytes would pass it", pid, logBytes, q.MaxLogBytes, typ, n)
 	}
 	if ev := q.events.Add(1); q.MaxEvents > 0 && ev > q.MaxEvents {
 		q.events.Add(-1)

@@ -31,8 +31,9 @@ type Tx struct {
 
 // cachedHead is a head held by value, so that no Event handed out aliases it.
 type cachedHead struct {
-	seq  uint64
-	hash [HashSize]byte
+	seq   uint64
+	hash  [HashSize]byte
+	bytes uint64
 }
 
 // lastHead is pid's head as this Tx sees it: its own last append, the Store's cache
@@ -43,7 +44,7 @@ func (tx *Tx) lastHead(pid string) (Head, error) {
 		h, ok = tx.s.heads[pid]
 	}
 	if ok {
-		return Head{Seq: h.seq, Hash: append([]byte(nil), h.hash[:]...)}, nil
+		return Head{Seq: h.seq, Hash: append([]byte(nil), h.hash[:]...), Bytes: h.bytes}, nil
 	}
 	return tx.head(pid)
 }
@@ -141,7 +142,7 @@ func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
 		return Event{}, errorf(CodeLimitExceeded, nil, "event log of %s is full", pid)
 	}
 	seq := head.Seq + 1
-	if err := tx.quota.charge(pid, typ, seq, len(compact)); err != nil {
+	if err := tx.quota.charge(pid, typ, seq, head.Bytes, len(compact)); err != nil {
 		return Event{}, err
 	}
 	switch {
@@ -173,13 +174,14 @@ func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
 	if err := tx.set(eventKey(pid, seq), v); err != nil {
 		return Event{}, err
 	}
-	if err := tx.set(headKey(pid), encodeHead(Head{Seq: seq, Hash: e.Hash})); err != nil {
+	logBytes := head.Bytes + uint64(len(compact))
+	if err := tx.set(headKey(pid), encodeHead(Head{Seq: seq, Hash: e.Hash, Bytes: logBytes})); err != nil {
 		return Event{}, err
 	}
 	if tx.heads == nil {
 		tx.heads = make(map[string]cachedHead, 1)
 	}
-	ch := cachedHead{seq: seq}
+	ch := cachedHead{seq: seq, bytes: logBytes}
 	copy(ch.hash[:], e.Hash)
 	tx.heads[pid] = ch
 	return e, nil

@@ -1,5 +1,5 @@
 package syscalls
 
-import "github.com/agentlibos/libos/internal/jsonv"
+import "github.com/agentlibos/libos/internal/jsonexact"
 
-func equalJSON(a, b []byte) (bool, error) { return jsonv.EqualJSON(a, b) }
+func equalJSON(a, b []byte) (bool, error) { return jsonexact.EqualJSON(a, b) }

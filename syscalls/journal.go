@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"sync"
 
 	"github.com/agentlibos/libos/liberr"
@@ -56,7 +57,7 @@ func (j *journal) entry(pid, callID, route string, args, result json.RawMessage,
 	e := store.JournalEntry{PID: pid, CallID: callID, Route: route, Labels: labels}
 	e.ArgsBytes, e.ArgsSHA256 = len(args), sha256hex(args)
 	var cargs bytes.Buffer
-	argsOK := json.Compact(&cargs, args) == nil
+	argsOK := jsonexact.Valid(args, 0) && json.Compact(&cargs, args) == nil
 	size := cargs.Len()
 	if se != nil {
 		e.Error = &store.JournalError{Code: string(se.Code), Message: se.Error()}

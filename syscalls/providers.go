@@ -132,8 +132,11 @@ var (
 	kvList   = provider{name: "kv", run: runKVList}
 )
 
-// kvKey checks what the schema cannot: the byte length, and that no invalid text was
-// folded into U+FFFD on the way in (two different guest keys must never meet).
+// kvKey checks what the schema cannot: the byte length, and that the key holds no
+// U+FFFD. The boundary's exact decoder already refuses invalid UTF-8 and lone
+// surrogates; U+FFFD is what any lossy decoder between the guest and the store would
+// leave of such a key, so a key holding one is refused rather than trusted to be the
+// key the guest meant (two different guest keys must never meet).
 func kvKey(c *call, key string) (string, error) {
 	if len(key) == 0 || len(key) > MaxKVKeyBytes {
 		return "", argErr(c, fmt.Sprintf("key must be 1..%d bytes", MaxKVKeyBytes))

@@ -10,13 +10,12 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"crypto/tls"
 	"net"
 	"os"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
@@ -276,7 +275,7 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 	}
 
 	ev.Stage = "result"
-	v, err := jsonv.Decode(out, 0)
+	v, err := jsonexact.DecodeAny(out, 0)
 	if err != nil {
 		return nil, errorf(CodeProviderFailed, rt.name+": result is not JSON: "+err.Error(), err)
 	}
@@ -291,7 +290,7 @@ func validateArgs(rt *route, args json.RawMessage) (map[string]any, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	v, err := jsonv.Decode(args, 0)
+	v, err := jsonexact.DecodeAny(args, 0)
 	if err != nil {
 		return nil, errorf(CodeArgumentInvalid, rt.name+": arguments are not valid JSON: "+err.Error(), err)
 	}
@@ -426,7 +425,9 @@ func (ev *auditEvent) noteArgs(args json.RawMessage) {
 	sum := sha256.Sum256(args)
 	ev.ArgsSHA256 = hex.EncodeToString(sum[:])
 	ev.ArgsBytes = len(args)
-	if len(args) <= maxAuditArgs && utf8.Valid(args) && json.Valid(args) {
+	// Only exact JSON is kept whole: the store refuses event data that is not, and a
+	// refusal's audit event must not be lost with it.
+	if len(args) <= maxAuditArgs && jsonexact.Valid(args, 0) {
 		ev.Args = append(json.RawMessage(nil), args...)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 )
 
@@ -50,7 +50,7 @@ var tapeEntryKeys = map[string]bool{"name": true, "args": true, "result": true, 
 // UnmarshalJSON decodes one entry strictly: no unknown or duplicate keys, exactly one of
 // result / payload / (ok:false + error).
 func (e *TapeEntry) UnmarshalJSON(data []byte) error {
-	v, err := jsonv.Decode(data, 0)
+	v, err := jsonexact.DecodeAny(data, 0)
 	if err != nil {
 		return tapeInvalid("entry is not valid JSON: " + err.Error())
 	}
@@ -214,7 +214,7 @@ func NewTape(entries []TapeEntry) (*Tape, error) {
 			return nil, atEntry(i, tapeInvalid(`"name" must be a non-empty string`))
 		}
 		if e.Args != nil {
-			v, err := jsonv.Decode(e.Args, 0)
+			v, err := jsonexact.DecodeAny(e.Args, 0)
 			if err != nil {
 				return nil, atEntry(i, tapeInvalid("args are not valid JSON: "+err.Error()))
 			}
@@ -223,7 +223,7 @@ func NewTape(entries []TapeEntry) (*Tape, error) {
 		if e.Error == nil {
 			if len(e.Result) == 0 {
 				te.Result = json.RawMessage("null")
-			} else if _, err := jsonv.Decode(e.Result, 0); err != nil {
+			} else if _, err := jsonexact.DecodeAny(e.Result, 0); err != nil {
 				return nil, atEntry(i, tapeInvalid("result is not valid JSON: "+err.Error()))
 			}
 		} else if e.Error.Code == "" {
@@ -300,7 +300,7 @@ func checkAgainstRoute(i int, e tapeEntry) error {
 		}
 	}
 	if e.Error == nil {
-		v, _ := jsonv.Decode(e.Result, 0)
+		v, _ := jsonexact.DecodeAny(e.Result, 0)
 		if err := rt.resultSchema.Validate(v); err != nil {
 			return bad("result", "result does not match the result schema of %s, which production never breaks: %s", rt.name, schemaMessage(err))
 		}
@@ -333,7 +333,7 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 	if t.failure != nil {
 		return nil, t.failure
 	}
-	observed, decErr := jsonv.Decode(args, 0)
+	observed, decErr := jsonexact.DecodeAny(args, 0)
 	if t.next >= len(t.entries) {
 		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
 			"tape: call %d is %s %s but the tape has no entry left (%d given)",
@@ -349,7 +349,7 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 		return nil, t.fail(errorf(CodeArgumentInvalid, fmt.Sprintf(
 			"tape entry %d (%s): arguments are not valid JSON: %v", i, e.Name, decErr), decErr))
 	}
-	if e.Args != nil && !jsonv.Equal(e.args, observed) {
+	if e.Args != nil && !jsonexact.Equal(e.args, observed) {
 		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
 			"tape entry %d (%s): expected args %s, observed %s", i, e.Name, shortArgs(e.Args), shortArgs(args)), nil))
 	}
@@ -422,7 +422,7 @@ func shortArgs(a json.RawMessage) string {
 	if a == nil {
 		return "(any args)"
 	}
-	return jsonv.ShortText(a, 200)
+	return jsonexact.ShortText(a, 200)
 }
 
 func compact(b json.RawMessage) json.RawMessage {

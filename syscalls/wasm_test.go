@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/wasm"
 )
@@ -67,7 +65,7 @@ func TestGuestClockNowThroughRouter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if eq, _ := jsonv.EqualJSON(res.Value, []byte(tc.want)); !eq {
+			if eq, _ := jsonexact.EqualJSON(res.Value, []byte(tc.want)); !eq {
 				t.Fatalf("got %s\nwant %s", res.Value, tc.want)
 			}
 			if auditCount(t, s, "p") != before+1 {
@@ -98,97 +96,6 @@ func TestGuestClockNowThroughRouter(t *testing.T) {
 			t.Fatalf("sandbox-refused name: %s, %v; want %s", res.Value, err, want)
 		}
 	})
-}
-
-// tapeCase is one file of testdata/tapes: a program, a test object in the JIT authoring Skill's
-// format, and the verdict.
-type tapeCase struct {
-	Rule     string          `json:"rule"`
-	Program  string          `json:"program"`
-	TestFile string          `json:"test_file"`
-	Test     json.RawMessage `json:"test"`
-	Want     struct {
-		OK         bool     `json:"ok"`
-		Code       string   `json:"code"`
-		MessageHas []string `json:"message_has"`
-	} `json:"want"`
-}
-
-type tapeTest struct {
-	Args     json.RawMessage `json:"args"`
-	Expected json.RawMessage `json:"expected"`
-	Syscalls []TapeEntry     `json:"syscalls"`
-}
-
-// verdict runs one test under a tape and says why it failed, as validation does. A tape
-// mismatch outranks the run's own error (which it usually caused: the guest did not
-// catch the rejection); leftovers count when the run itself succeeded.
-func verdict(e *wasm.Engine, program string, test tapeTest) (code, message string) {
-	tape, err := NewTape(test.Syscalls)
-	if err != nil {
-		return codeOf(err), err.Error()
-	}
-	res, runErr := e.Run(context.Background(), program, test.Args, tape, runOpts())
-	finErr := tape.Finish()
-	if errors.Is(finErr, ErrTapeMismatch) || (finErr != nil && !errors.Is(finErr, ErrTapeLeftover)) {
-		return codeOf(finErr), finErr.Error()
-	}
-	var we *wasm.Error
-	if errors.As(runErr, &we) {
-		return we.Code, we.Error()
-	}
-	if runErr != nil {
-		return "run_failed", runErr.Error()
-	}
-	if finErr != nil {
-		return codeOf(finErr), finErr.Error()
-	}
-	if eq, err := jsonv.EqualJSON(res.Value, test.Expected); err != nil || !eq {
-		return "expected_mismatch", "returned " + string(res.Value) + ", expected " + string(test.Expected)
-	}
-	return "", ""
-}
-
-// TestTapeCasesInTheSandbox runs every case of testdata/tapes through the real guest.
-func TestTapeCasesInTheSandbox(t *testing.T) {
-	e := sandbox(t)
-	dir := filepath.Join("..", "testdata", "tapes")
-	files, err := filepath.Glob(filepath.Join(dir, "*.case.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no tape cases in %s (%v)", dir, err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".case.json"), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var c tapeCase
-			if err := json.Unmarshal(data, &c); err != nil {
-				t.Fatal(err)
-			}
-			raw := c.Test
-			if c.TestFile != "" {
-				if raw, err = os.ReadFile(filepath.Join(dir, c.TestFile)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var test tapeTest
-			if err := json.Unmarshal(raw, &test); err != nil {
-				t.Fatal(err)
-			}
-			code, msg := verdict(e, c.Program, test)
-			t.Logf("rule: %s → %q %s", c.Rule, code, msg)
-			if c.Want.OK != (code == "") || code != c.Want.Code {
-				t.Fatalf("verdict %q (%s), want ok=%v code %q", code, msg, c.Want.OK, c.Want.Code)
-			}
-			for _, sub := range c.Want.MessageHas {
-				if !strings.Contains(msg, sub) {
-					t.Errorf("message %q lacks %q", msg, sub)
-				}
-			}
-		})
-	}
 }
 
 // TestTapeAndRouterAgree runs one program two ways: under the router against a real

@@ -13,7 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentlibos/libos/engine"
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/syscalls"
@@ -87,13 +87,13 @@ var candidateFields = []string{"name", "description", "source_code", "input_sche
 // fields, no duplicate or case-variant keys, valid UTF-8. It does not check the
 // contents; CheckProposal does.
 func ParseCandidate(data []byte) (Candidate, error) {
-	v, err := jsonv.Decode(data, 0)
+	v, err := jsonexact.DecodeAny(data, 0)
 	if err != nil {
 		return Candidate{}, errorf(CodeInvalidRequest, "the proposal is not exact JSON: %v", err)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return Candidate{}, errorf(CodeInvalidRequest, "the proposal must be a JSON object, got %s", jsonv.Kind(v))
+		return Candidate{}, errorf(CodeInvalidRequest, "the proposal must be a JSON object, got %s", jsonexact.KindOf(v))
 	}
 	if err := exactFields(obj, candidateFields, candidateFields); err != nil {
 		return Candidate{}, err
@@ -109,7 +109,7 @@ func ParseCandidate(data []byte) (Candidate, error) {
 	}{{"name", &c.Name}, {"description", &c.Description}, {"source_code", &c.SourceCode}} {
 		s, ok := obj[f.key].(string)
 		if !ok {
-			return Candidate{}, errorf(CodeInvalidRequest, "%q must be a string, got %s", f.key, jsonv.Kind(obj[f.key]))
+			return Candidate{}, errorf(CodeInvalidRequest, "%q must be a string, got %s", f.key, jsonexact.KindOf(obj[f.key]))
 		}
 		*f.dst = s
 	}
@@ -244,16 +244,20 @@ func compileSchema(which string, raw json.RawMessage, lim Limits) (*jsonschema.S
 	if len(raw) > lim.MaxSchemaBytes {
 		return nil, nil, errorf(CodeLimitExceeded, "%s is %d bytes; the limit is %d", which, len(raw), lim.MaxSchemaBytes)
 	}
-	doc, err := jsonv.Decode(raw, lim.MaxDepth)
+	doc, err := jsonexact.DecodeAny(raw, lim.MaxDepth)
 	if err != nil {
 		return nil, nil, errorf(CodeInvalidSchema, "%s is not exact JSON: %v", which, err)
 	}
 	obj, ok := doc.(map[string]any)
 	if !ok {
-		return nil, nil, errorf(CodeInvalidSchema, "%s must be a JSON object, got %s", which, jsonv.Kind(doc))
+		return nil, nil, errorf(CodeInvalidSchema, "%s must be a JSON object, got %s", which, jsonexact.KindOf(doc))
 	}
 	if s, ok := obj["$schema"]; ok && s != draft2020 && s != draft2020+"#" {
-		return nil, nil, errorf(CodeInvalidSchema, "%s: $schema %s is not JSON Schema 2020-12 (%s)", which, jsonv.Short(s, 120), draft2020)
+		return nil, nil, errorf(CodeInvalidSchema, "%s: $schema %s is not JSON Schema 2020-12 (%s)", which, jsonexact.Short(s, 120), draft2020)
+	}
+	key := schemaKey(which, doc)
+	if s, ok := schemaMemo.get(key); ok && key != "" {
+		return s, doc, nil
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
@@ -265,6 +269,9 @@ func compileSchema(which string, raw json.RawMessage, lim Limits) (*jsonschema.S
 	s, err := c.Compile(loc)
 	if err != nil {
 		return nil, nil, errorf(CodeInvalidSchema, "%s does not compile as JSON Schema 2020-12: %s", which, liberr.Clip(err.Error(), 512))
+	}
+	if key != "" {
+		schemaMemo.put(key, s)
 	}
 	return s, doc, nil
 }
@@ -298,13 +305,13 @@ func parseTests(raw json.RawMessage, lim Limits) ([]testCase, *Error) {
 }
 
 func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
-	v, err := jsonv.Decode(item, lim.MaxDepth)
+	v, err := jsonexact.DecodeAny(item, lim.MaxDepth)
 	if err != nil {
 		return testCase{}, errorf(CodeInvalidTest, "not exact JSON: %v", err)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return testCase{}, errorf(CodeInvalidTest, "a test is a JSON object {args, expected, syscalls}, got %s", jsonv.Kind(v))
+		return testCase{}, errorf(CodeInvalidTest, "a test is a JSON object {args, expected, syscalls}, got %s", jsonexact.KindOf(v))
 	}
 	if e := exactFields(obj, testFields, testFields); e != nil {
 		var te *Error
@@ -317,11 +324,11 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 		return testCase{}, errorf(CodeInvalidTest, "%v", err)
 	}
 	if _, ok := obj["args"].(map[string]any); !ok {
-		return testCase{}, errorf(CodeInvalidTest, `"args" must be a JSON object (tool arguments are always an object), got %s`, jsonv.Kind(obj["args"]))
+		return testCase{}, errorf(CodeInvalidTest, `"args" must be a JSON object (tool arguments are always an object), got %s`, jsonexact.KindOf(obj["args"]))
 	}
 	tc := testCase{args: compact(raw["args"]), argsV: obj["args"], expected: obj["expected"]}
 	if _, ok := obj["syscalls"].([]any); !ok {
-		return testCase{}, errorf(CodeInvalidTest, `"syscalls" must be an array of tape entries, got %s`, jsonv.Kind(obj["syscalls"]))
+		return testCase{}, errorf(CodeInvalidTest, `"syscalls" must be an array of tape entries, got %s`, jsonexact.KindOf(obj["syscalls"]))
 	}
 	tape, err := syscalls.ParseTape(raw["syscalls"])
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
@@ -190,7 +190,7 @@ func (j *JIT) kern() (*engine.Kernel, error) {
 // decodeArgs decodes a call's arguments exactly into a map, refusing unknown and
 // missing fields.
 func decodeArgs(args json.RawMessage, fields []string) (map[string]any, error) {
-	v, err := jsonv.Decode(args, 0)
+	v, err := jsonexact.DecodeAny(args, 0)
 	if err != nil {
 		return nil, errorf(CodeInvalidRequest, "arguments are not exact JSON: %v", err)
 	}

@@ -3,6 +3,7 @@ package tools_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
@@ -129,19 +130,43 @@ func TestToolsCallThroughThePipeline(t *testing.T) {
 		}
 	})
 
+	// "run_jit_tool is never a process tool: it is never installed in the tool table,
+	// cannot be called through the host API". The envelope names a JIT tool that is
+	// registered in the process and that tools.call reaches by its own name, so the
+	// refusal can only come from run_jit_tool itself.
 	t.Run("tools.call never reaches run_jit_tool", func(t *testing.T) {
+		const target = `export async function run(args: { n: number }, libos: any) {
+  return { n: args.n };
+}`
+		const viaName = `export async function run(args: { n: number }, libos: any) {
+  return await libos.syscall("tools.call", { tool: "target", arguments: { n: args.n } });
+}`
 		const viaMux = `export async function run(args: { n: number }, libos: any) {
-  return await libos.syscall("tools.call", { tool: "run_jit_tool", arguments: { tool_name: "x", arguments: {} } });
+  return await libos.syscall("tools.call", { tool: "run_jit_tool", arguments: { tool_name: "target", arguments: { n: args.n } } });
 }`
 		pid := w.spawn(t, engine.Multiplexed, "tools:call")
-		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, "via_mux", viaMux, open))))
-		_, err := w.call(t, pid, engine.RunJITTool, `{"tool_name":"via_mux","arguments":{"n":1}}`)
-		if err == nil {
-			t.Fatal("tools.call reached run_jit_tool")
+		for name, src := range map[string]string{"target": target, "via_name": viaName, "via_mux": viaMux} {
+			w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, name, src, open))))
+		}
+		// The control: the same nested call by the tool's own name runs it.
+		out, err := w.call(t, pid, engine.RunJITTool, `{"tool_name":"via_name","arguments":{"n":1}}`)
+		if err != nil || string(out) != `{"n":1}` {
+			t.Fatalf("tools.call of the registered target: %s, %v", out, err)
+		}
+		before := w.events(t, pid)
+		_, err = w.call(t, pid, engine.RunJITTool, `{"tool_name":"via_mux","arguments":{"n":1}}`)
+		// The route's argument schema refuses the name before any tool is looked up.
+		if codeOf(err) != syscalls.CodeArgumentInvalid || !strings.Contains(err.Error(), "at /tool") {
+			t.Fatalf("tools.call of run_jit_tool: %v (%s), want argument_invalid at /tool", err, codeOf(err))
 		}
 		var te interface{ ErrorCode() string }
 		if !errors.As(err, &te) {
 			t.Fatalf("untyped error %v", err)
+		}
+		for _, e := range w.events(t, pid)[len(before):] {
+			if d := data(t, e); e.Type == engine.EventToolCalled && d["tool"] == "target" {
+				t.Fatal("run_jit_tool through tools.call ran the target tool")
+			}
 		}
 	})
 }

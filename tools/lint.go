@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // Portability lint: the JIT authoring Skill's "portable schemas" paragraph, as warnings. Providers
@@ -81,7 +81,7 @@ func safeBounds(s map[string]any) bool {
 	within := func(keys ...string) bool {
 		for _, k := range keys {
 			if n, ok := s[k].(json.Number); ok {
-				if f, err := n.Float64(); err == nil && f >= -jsonv.MaxSafeInteger && f <= jsonv.MaxSafeInteger {
+				if f, err := n.Float64(); err == nil && f >= -jsonexact.MaxSafeInteger && f <= jsonexact.MaxSafeInteger {
 					return true
 				}
 			}

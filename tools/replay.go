@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
@@ -300,7 +300,7 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 	if runErr != nil {
 		gotCode = codeOf(runError(c.tool, runErr, w.denied.Load()))
 	} else {
-		v, derr := jsonv.Decode(res.Value, 0)
+		v, derr := jsonexact.DecodeAny(res.Value, 0)
 		switch {
 		case derr != nil:
 			gotCode = "output_invalid"
@@ -321,7 +321,7 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 		if hide {
 			return "a value (labelled: not shown)"
 		}
-		return jsonv.ShortText(v, 300)
+		return jsonexact.ShortText(v, 300)
 	}
 	switch {
 	case wantCode != "" || gotCode != "":
@@ -330,9 +330,9 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 			out.Diff = &Difference{Kind: "result", Recorded: describe(wantCode, recorded), Replayed: describe(gotCode, gotValue)}
 		}
 	default:
-		wv, _ := jsonv.Decode(recorded, 0)
-		gv, _ := jsonv.Decode(gotValue, 0)
-		if path, what, same := jsonv.Diff(wv, gv); !same {
+		wv, _ := jsonexact.DecodeAny(recorded, 0)
+		gv, _ := jsonexact.DecodeAny(gotValue, 0)
+		if path, what, same := jsonexact.Diff(wv, gv); !same {
 			out.Verdict = VerdictDifferent
 			out.Diff = &Difference{Kind: "result", Path: path, Recorded: describe("", recorded), Replayed: describe("", gotValue)}
 			if !hide {
@@ -350,7 +350,7 @@ func syscallDiff(tape []syscalls.TapeEntry, got []observedCall, hide bool) *Diff
 		if hide {
 			return liberr.Clip(name, 64) + " (labelled: arguments not shown)"
 		}
-		return liberr.Clip(name, 64) + " " + jsonv.ShortText(args, 300)
+		return liberr.Clip(name, 64) + " " + jsonexact.ShortText(args, 300)
 	}
 	for i := 0; i < max(len(tape), len(got)); i++ {
 		idx := i
@@ -362,15 +362,15 @@ func syscallDiff(tape []syscalls.TapeEntry, got []observedCall, hide bool) *Diff
 		case tape[i].Name != got[i].name:
 			return &Difference{Kind: "syscall_order", Syscall: &idx, Recorded: show(tape[i].Name, tape[i].Args), Replayed: show(got[i].name, got[i].args)}
 		}
-		wv, werr := jsonv.Decode(tape[i].Args, 0)
-		gv, gerr := jsonv.Decode(got[i].args, 0)
+		wv, werr := jsonexact.DecodeAny(tape[i].Args, 0)
+		gv, gerr := jsonexact.DecodeAny(got[i].args, 0)
 		if werr != nil || gerr != nil {
 			if werr != nil && gerr != nil {
 				continue
 			}
 			return &Difference{Kind: "syscall_args", Syscall: &idx, Recorded: show(tape[i].Name, tape[i].Args), Replayed: show(got[i].name, got[i].args)}
 		}
-		if path, what, same := jsonv.Diff(wv, gv); !same {
+		if path, what, same := jsonexact.Diff(wv, gv); !same {
 			d := &Difference{Kind: "syscall_args", Syscall: &idx, Path: path, Recorded: show(tape[i].Name, tape[i].Args), Replayed: show(got[i].name, got[i].args)}
 			if !hide {
 				d.What = what

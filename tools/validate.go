@@ -15,7 +15,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/syscalls"
@@ -198,7 +198,7 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 		r.addError(Diagnostic{Code: string(perr.Code), Message: perr.Message})
 		return r
 	}
-	prog, diags := jsbundle.Compile(c.SourceCode, jsbundle.Options{MaxSourceBytes: v.limits.MaxSourceBytes})
+	prog, diags := compileSource(c.SourceCode, jsbundle.Options{MaxSourceBytes: v.limits.MaxSourceBytes})
 	for _, d := range diags {
 		dd := Diagnostic{Code: d.Code, Message: clip(d.Message), Line: d.Line, Column: d.Column}
 		if d.Severity == jsbundle.SeverityError {
@@ -429,11 +429,11 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 		tr.Observed = observed(res.Value)
 		return fail(string(te.Code), strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
 	}
-	got, err := jsonv.Decode(res.Value, 0)
+	got, err := jsonexact.DecodeAny(res.Value, 0)
 	if err != nil {
 		return fail(wasm.CodeNotJSON, "the returned value is not exact JSON: "+err.Error(), nil, "")
 	}
-	if path, what, same := jsonv.Diff(tc.expected, got); !same {
+	if path, what, same := jsonexact.Diff(tc.expected, got); !same {
 		tr.Observed = observed(res.Value)
 		return fail(CodeExpectedMismatch, fmt.Sprintf("returned value differs from expected at %s: %s", path, what), nil, path)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentlibos/libos/wasm/internal/fuel"
 	"github.com/agentlibos/libos/wasm/internal/linmem"
+	"github.com/agentlibos/libos/wasm/internal/seed"
 )
 
 // guestWasm is the QuickJS guest, built by `make guest` from wasm/guest.
@@ -114,6 +115,12 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	// every pooled instance.
 	e.discardAbove = uint32(e.maxMemory / 4)
 	if cfg.CacheDir != "" {
+		// A binary built by 'make build' carries the guest compiled for its platform
+		// (internal/seed); a cache directory that lacks it gets it before wazero looks.
+		// A seed that cannot be written costs only the compile it would have saved.
+		if cfg.guest == nil {
+			_, _ = seed.Install(cfg.CacheDir, builtGuest.SHA256)
+		}
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
 			return nil, fmt.Errorf("wasm: compilation cache %q: %w", cfg.CacheDir, err)
@@ -136,7 +143,11 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.guest != nil {
 		guest = cfg.guest
 	}
-	compiled, err := e.rt.CompileModule(ctx, guest)
+	// wazero compiles the guest's functions on this many goroutines when the cache
+	// misses (a fresh CI runner): the compile is most of an empty-cache start, and its
+	// functions are independent. A hit reads the cache and compiles nothing.
+	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
+	compiled, err := e.rt.CompileModule(cctx, guest)
 	if err != nil {
 		return fail(fmt.Errorf("wasm: compile guest: %w", err))
 	}

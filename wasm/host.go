@@ -12,7 +12,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/tetratelabs/wazero/api"
 
@@ -321,7 +321,7 @@ func (c *call) invoke(name string, args json.RawMessage) (resp []byte, interrupt
 	if !json.Valid(result) {
 		return errorResponse(CodeSyscallFailed, "syscall failed"), false
 	}
-	if ptr, num, became, bad := jsonv.Inexact(result); bad {
+	if ptr, num, became, bad := jsonexact.Inexact(result); bad {
 		// The call stops here rather than letting the program catch a rejection and
 		// carry on without the value: the result was the provider's, not the program's.
 		c.inexact = inexactError("result of syscall "+name, ptr, num, became)

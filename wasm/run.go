@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/agentlibos/libos/liberr"
@@ -177,7 +177,7 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 	if !json.Valid(args) || args[0] != '{' {
 		return res, nil, &Error{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"}
 	}
-	if ptr, num, became, bad := jsonv.Inexact(args); bad {
+	if ptr, num, became, bad := jsonexact.Inexact(args); bad {
 		return res, nil, inexactError("arguments", ptr, num, became)
 	}
 	if ctx.Err() != nil {

@@ -27,6 +27,7 @@ type agentFlags struct {
 	budgetTokens           int64
 	maxRetries             int
 	stream                 bool
+	timeout                time.Duration
 	resume                 string
 	resumeSet              bool
 	approvals              string
@@ -90,6 +91,7 @@ waits for 'libos approve'. Ctrl-C cancels the running call and ends the run.`,
 	fl.Int64Var(&f.budgetTokens, "budget-tokens", 0, "stop cleanly once the run has used this many tokens (0: no bound)")
 	fl.IntVar(&f.maxRetries, "max-retries", 2, "retries of a 429 or 5xx answer, with the SDK's backoff")
 	fl.BoolVar(&f.stream, "stream", false, "stream the model's text as it comes")
+	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "bound on one model request, its retries included")
 	fl.StringVar(&f.resume, "resume", "", "resume run RUN of --pid (no value: its latest unfinished run)")
 	fl.Lookup("resume").NoOptDefVal = "latest"
 	fl.StringVar(&f.approvals, "approvals", "", "how pending approvals are answered: inline or operator (default: inline on a terminal)")
@@ -103,8 +105,8 @@ waits for 'libos approve'. Ctrl-C cancels the running call and ends the run.`,
 }
 
 // providerConfig reads the provider settings from flags and the usual environment.
-func providerConfig(kind, baseURL string, retries int, stream bool) agent.ProviderConfig {
-	cfg := agent.ProviderConfig{Kind: kind, BaseURL: baseURL, MaxRetries: retries, Stream: stream}
+func providerConfig(kind, baseURL string, retries int, stream bool, timeout time.Duration) agent.ProviderConfig {
+	cfg := agent.ProviderConfig{Kind: kind, BaseURL: baseURL, MaxRetries: retries, Stream: stream, Timeout: timeout}
 	if retries == 0 {
 		cfg.MaxRetries = -1
 	}
@@ -142,14 +144,14 @@ func runAgent(ctx context.Context, e *env, f agentFlags, prompt string) error {
 	default:
 		return usageErr("--approvals %q: want inline or operator", f.approvals)
 	}
-	if f.maxSteps <= 0 || f.budgetTokens < 0 || f.maxRetries < 0 {
-		return usageErr("--max-steps must be positive; --budget-tokens and --max-retries must not be negative")
+	if f.maxSteps <= 0 || f.budgetTokens < 0 || f.maxRetries < 0 || f.timeout <= 0 {
+		return usageErr("--max-steps and --timeout must be positive; --budget-tokens and --max-retries must not be negative")
 	}
 	proj, err := parseProjection(f.projection)
 	if err != nil {
 		return err
 	}
-	prov, err := agent.NewProvider(providerConfig(f.provider, f.baseURL, f.maxRetries, f.stream))
+	prov, err := agent.NewProvider(providerConfig(f.provider, f.baseURL, f.maxRetries, f.stream, f.timeout))
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -275,7 +277,7 @@ func answerApprovals(ctx context.Context, done <-chan struct{}, k *engine.Kernel
 			if len(args) > 200 {
 				args = "sha256:" + a.ArgsSHA256
 			}
-			out.line("  [approval] %s wants %s %s (definition %s…) — approve? [y/N]",
+			out.line("  [approval] %s wants %s %s (definition %s) — approve? [y/N]",
 				a.ID, sanitizeTerminal(a.Tool), sanitizeTerminal(args), liberr.Clip(a.DefinitionSHA256, 12))
 			if !lines.Scan() {
 				return

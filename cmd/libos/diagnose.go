@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -56,7 +57,7 @@ one fails.`,
 				if f.model == "" {
 					return usageErr("--provider needs --model")
 				}
-				prov, err := agent.NewProvider(providerConfig(f.provider, f.baseURL, 2, false))
+				prov, err := agent.NewProvider(providerConfig(f.provider, f.baseURL, 2, false, 2*time.Minute))
 				if err != nil {
 					return usageErr("%v", err)
 				}

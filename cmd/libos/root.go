@@ -73,7 +73,7 @@ and 'libos validate' to check tool candidates in CI.`,
 		c.GroupID = "inspect"
 		root.AddCommand(c)
 	}
-	for _, c := range operatorCmds(e) {
+	for _, c := range append(operatorCmds(e), newTokenCmd(e)) {
 		c.GroupID = "operator"
 		root.AddCommand(c)
 	}

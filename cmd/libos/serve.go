@@ -22,6 +22,15 @@ type serveFlags struct {
 	http       string
 	pid        string
 	fresh      bool
+
+	// Authorization and TLS of --http (serve_auth.go).
+	authTokens    string
+	oauthIssuer   string
+	oauthAudience string
+	oauthJWKS     string
+	tlsCert       string
+	tlsKey        string
+	insecure      bool
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -46,6 +55,20 @@ tool-call adapter and pipeline; results carry structuredContent and text content
 errors are isError results with a typed code, malformed frames are JSON-RPC errors.
 Registering a JIT tool sends notifications/tools/list_changed.
 
+Over HTTP, serve binds 127.0.0.1 or another loopback address without authentication,
+like stdio. Any other address needs authentication and TLS, or --insecure:
+  --auth-tokens FILE      bearer tokens, one a line: ID sha256:HEX SCOPE... (the hash,
+                          never the token; make one with 'libos token new')
+  --oauth-issuer URL      accept JWT access tokens of this OAuth authorization server
+  --oauth-audience URI    the canonical URI of this server (https://host/mcp), which
+                          tokens must name as their audience (RFC 8707)
+  --oauth-jwks-url URL    the issuer's keys (default: from the issuer's metadata)
+  --tls-cert, --tls-key   serve HTTPS with this certificate and key (PEM)
+Scopes: libos:process:PID or libos:process:* (which processes), libos:operator
+(operator rights). A token without a scope covering the served process gets 403; no
+token, or one that does not verify, 401 with the RFC 9728 metadata of the resource
+(/.well-known/oauth-protected-resource).
+
 SIGINT or SIGTERM stops serve gracefully: calls in flight finish and are recorded before
 the store closes. The PID is logged on stderr; stdout belongs to the protocol.`,
 		Example: `  # stdio, for an MCP client that starts the server itself
@@ -56,6 +79,14 @@ the store closes. The PID is logged on stderr; stdout belongs to the protocol.`,
 
   # streamable HTTP on localhost, multiplexed projection, a separate store
   libos serve --http 127.0.0.1:8765 --projection multiplexed --data ./agent-store
+
+  # HTTPS beyond loopback, with bearer tokens from a file
+  libos token new --id ci --scope 'libos:process:*' --file tokens.txt > ci.token
+  libos serve --http 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem --auth-tokens tokens.txt
+
+  # an OAuth 2.1 resource server of an authorization server
+  libos serve --http 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem \
+    --oauth-issuer https://auth.example.com --oauth-audience https://mcp.example.com/mcp
 
   # serve a given process of the store, or always a fresh one
   libos serve --pid pid_0123...
@@ -76,11 +107,18 @@ the store closes. The PID is logged on stderr; stdout belongs to the protocol.`,
 	c.MarkFlagsMutuallyExclusive("pid", "image")
 	c.MarkFlagsMutuallyExclusive("pid", "projection")
 	c.MarkFlagsMutuallyExclusive("pid", "new")
+	authFlags(c, &f)
 	return c
 }
 
 func serve(ctx context.Context, e *env, f serveFlags) error {
 	proj, err := parseProjection(f.projection)
+	if err != nil {
+		return err
+	}
+	// The HTTP security is checked before the store is touched too: a server that
+	// would refuse to start changes nothing.
+	sec, err := httpSecurity(e, f)
 	if err != nil {
 		return err
 	}
@@ -132,7 +170,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		e.log.Info("serving an existing process", "pid", pid, "projection", proj, "store", sys.dir)
 	}
 
-	bridge, err := sys.MCPServer(pid, mcpserver.Options{Logger: e.log})
+	bridge, err := sys.MCPServer(pid, mcpserver.Options{Logger: e.log, Auth: sec.auth})
 	if err != nil {
 		return usageErr("serve: %v", err)
 	}
@@ -141,7 +179,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	defer stopOperator()
 
 	if f.http != "" {
-		return serveHTTP(ctx, e, sys, bridge, f.http)
+		return serveHTTP(ctx, e, sys, bridge, f.http, sec)
 	}
 	return serveStdio(ctx, e, sys, bridge)
 }
@@ -201,22 +239,37 @@ func serveStdio(ctx context.Context, e *env, sys *system, bridge *mcpserver.Serv
 
 // serveHTTP serves streamable HTTP on addr until a signal arrives, then stops
 // accepting connections, lets calls in flight settle and closes.
-func serveHTTP(ctx context.Context, e *env, sys *system, bridge *mcpserver.Server, addr string) error {
+func serveHTTP(ctx context.Context, e *env, sys *system, bridge *mcpserver.Server, addr string, sec *httpSec) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return usageErr("--http %s: %v", addr, err)
+	}
+	scheme := "http"
+	if sec.tls != nil {
+		scheme = "https"
 	}
 	srv := bridge.MCP()
 	handler := bridge.Handler(&mcp.StreamableHTTPOptions{Logger: e.log})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
 	mux.Handle("/", handler)
+	// The RFC 9728 metadata is public: clients read it to learn where tokens come from.
+	mux.Handle(mcpserver.ResourceMetadataPath, bridge.MetadataHandler())
+	mux.Handle(mcpserver.ResourceMetadataPath+"/", bridge.MetadataHandler())
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	// The address line is the one stable line a script may wait for.
-	e.log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
-	fmt.Fprintf(e.stderr, "libos: listening on http://%s/mcp\n", ln.Addr())
+	e.log.Info("serving MCP over streamable HTTP", "url", scheme+"://"+ln.Addr().String()+"/mcp", "auth", sec.describe())
+	fmt.Fprintf(e.stderr, "libos: listening on %s://%s/mcp\n", scheme, ln.Addr())
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if sec.tls != nil {
+			// ServeTLS, not a TLS listener: it also sets up HTTP/2.
+			hs.TLSConfig = sec.tls
+			errc <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return &exitError{code: exitUsage, err: fmt.Errorf("serve: %w", err)}

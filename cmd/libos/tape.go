@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentlibos/libos/internal/jsonv"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
 )
@@ -182,7 +182,7 @@ type jsonField struct {
 
 // objectFields splits a JSON object into its members, in order.
 func objectFields(raw []byte) ([]jsonField, error) {
-	if _, err := jsonv.Decode(raw, 0); err != nil {
+	if _, err := jsonexact.DecodeAny(raw, 0); err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))

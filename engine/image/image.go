@@ -21,7 +21,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -91,6 +91,9 @@ type Limits struct {
 	// MaxLogEvents bounds the process's event log, and so its growth in the store (each
 	// event's data is bounded by the argument and result limits). Default 10,000,000.
 	MaxLogEvents int64 `json:"max_log_events,omitempty"`
+	// MaxLogBytes bounds the bytes of event data in the process's log, counted in the
+	// store across restarts. Default 1 GiB.
+	MaxLogBytes int64 `json:"max_log_bytes,omitempty"`
 }
 
 // ImageFormat is the manifest format this package reads. A manifest names it in its
@@ -107,7 +110,7 @@ var imageSchemaText []byte
 var defaultManifest []byte
 
 var imageSchema = func() *jsonschema.Schema {
-	doc, err := jsonx.Decode(imageSchemaText, 64)
+	doc, err := jsonexact.Decode(imageSchemaText, 64)
 	if err != nil {
 		panic("image: schema: " + err.Error())
 	}
@@ -255,7 +258,7 @@ func decodeManifest(data []byte, fsys fs.FS, dir string, ps *problems) *Image {
 	}
 	var doc any
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
-		v, err := jsonx.Decode(data, 64)
+		v, err := jsonexact.Decode(data, 64)
 		if err != nil {
 			ps.add("", "the manifest is not exact JSON: %v", err)
 			return nil
@@ -351,7 +354,7 @@ func yamlValue(n *yaml.Node, at string, ps *problems, depth int) any {
 				ps.add(at, "line %d: keys must be strings (got %s)", k.Line, strings.TrimPrefix(k.ShortTag(), "!!"))
 				continue
 			}
-			p := at + "/" + jsonx.EscapePointer(k.Value)
+			p := at + "/" + jsonexact.EscapePointer(k.Value)
 			if _, dup := out[k.Value]; dup {
 				ps.add(p, "line %d: key %q appears twice", k.Line, k.Value)
 				continue
@@ -473,17 +476,17 @@ func checkManifest(doc map[string]any, fsys fs.FS, dir string, ps *problems) *Im
 	}
 	for _, k := range keysAt(doc, "limits", "syscall_budgets") {
 		if k != syscalls.BudgetAll && !names[k] && !areas[k] {
-			ps.add("/limits/syscall_budgets/"+jsonx.EscapePointer(k), "%q is not %q, a route area or a route", k, syscalls.BudgetAll)
+			ps.add("/limits/syscall_budgets/"+jsonexact.EscapePointer(k), "%q is not %q, a route area or a route", k, syscalls.BudgetAll)
 		}
 	}
 	for _, k := range keysAt(doc, "approvals", "routes") {
 		if !names[k] && !areas[k] && k != string(syscalls.EffectRead) && k != string(syscalls.EffectWrite) {
-			ps.add("/approvals/routes/"+jsonx.EscapePointer(k), "%q is not a route, a route area, read or write", k)
+			ps.add("/approvals/routes/"+jsonexact.EscapePointer(k), "%q is not a route, a route area, read or write", k)
 		}
 	}
 	for _, k := range keysAt(doc, "approvals", "tools") {
 		if !tools[k] {
-			ps.add("/approvals/tools/"+jsonx.EscapePointer(k), "tool %q is not among the image's tools", k)
+			ps.add("/approvals/tools/"+jsonexact.EscapePointer(k), "tool %q is not among the image's tools", k)
 		}
 	}
 

@@ -9,7 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 )
 
@@ -106,7 +106,7 @@ func parseSkill(data []byte, at string, ps *problems) Skill {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		key := k.Value
-		path := at + "/" + jsonx.EscapePointer(key)
+		path := at + "/" + jsonexact.EscapePointer(key)
 		if seen[key] {
 			ps.add(path, "key %q appears twice", key)
 			continue

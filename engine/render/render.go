@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentlibos/libos/engine/internal/jsonx"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 )
 
@@ -120,11 +120,11 @@ func mcpOutputSchema(s json.RawMessage) json.RawMessage {
 	if len(s) == 0 {
 		return nil
 	}
-	v, err := jsonx.Decode(s, renderDepth)
-	if err != nil || v.Kind != jsonx.Object {
+	v, err := jsonexact.Decode(s, renderDepth)
+	if err != nil || v.Kind != jsonexact.Object {
 		return nil
 	}
-	if t, ok := v.Get("type"); !ok || t.Kind != jsonx.String || t.S != "object" {
+	if t, ok := v.Get("type"); !ok || t.Kind != jsonexact.String || t.S != "object" {
 		return nil
 	}
 	return mcpSchema(s)
@@ -135,24 +135,24 @@ func mcpOutputSchema(s json.RawMessage) json.RawMessage {
 // JSON Schema allows the boolean schemas true and false there; they are written as
 // their object equivalents, {} and {"not":{}}, which accept exactly the same values.
 func mcpSchema(s json.RawMessage) json.RawMessage {
-	v, err := jsonx.Decode(s, renderDepth)
-	if err != nil || v.Kind != jsonx.Object {
+	v, err := jsonexact.Decode(s, renderDepth)
+	if err != nil || v.Kind != jsonexact.Object {
 		return s
 	}
 	props, ok := v.Get("properties")
-	if !ok || props.Kind != jsonx.Object {
+	if !ok || props.Kind != jsonexact.Object {
 		return s
 	}
 	changed := false
 	for i := range props.O {
 		p := &props.O[i].Val
-		if p.Kind != jsonx.Bool {
+		if p.Kind != jsonexact.Bool {
 			continue
 		}
 		if p.B {
-			*p = jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}
+			*p = jsonexact.Value{Kind: jsonexact.Object, O: []jsonexact.Member{}}
 		} else {
-			*p = jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{{Key: "not", Val: jsonx.Value{Kind: jsonx.Object, O: []jsonx.Member{}}}}}
+			*p = jsonexact.Value{Kind: jsonexact.Object, O: []jsonexact.Member{{Key: "not", Val: jsonexact.Value{Kind: jsonexact.Object, O: []jsonexact.Member{}}}}}
 		}
 		changed = true
 	}
@@ -180,8 +180,8 @@ var (
 // every call against the full schema, and a call the dropped keywords would have
 // refused fails with schema_invalid naming the violation.
 func withoutRootKeys(schema json.RawMessage, refused []string) json.RawMessage {
-	v, err := jsonx.Decode(schema, renderDepth)
-	if err != nil || v.Kind != jsonx.Object {
+	v, err := jsonexact.Decode(schema, renderDepth)
+	if err != nil || v.Kind != jsonexact.Object {
 		return schema
 	}
 	removed := false
@@ -245,18 +245,18 @@ var strictKeywords = map[string]bool{
 // (additionalProperties:false) with every property required, a root of type object
 // that is not a union. The kernel asks once, when it installs a tool.
 func Strict(schema json.RawMessage) bool {
-	v, err := jsonx.Decode(schema, renderDepth)
+	v, err := jsonexact.Decode(schema, renderDepth)
 	return err == nil && strictSubset(&v, true)
 }
 
 // strictSubset is Strict on a decoded schema; root is true at the schema's root.
-func strictSubset(v *jsonx.Value, root bool) bool {
-	if v.Kind != jsonx.Object {
+func strictSubset(v *jsonexact.Value, root bool) bool {
+	if v.Kind != jsonexact.Object {
 		return false
 	}
 	if root {
 		t, ok := v.Get("type")
-		if !ok || t.Kind != jsonx.String || t.S != "object" {
+		if !ok || t.Kind != jsonexact.String || t.S != "object" {
 			return false
 		}
 		if _, ok := v.Get("anyOf"); ok {
@@ -268,11 +268,11 @@ func strictSubset(v *jsonx.Value, root bool) bool {
 	isObject := false
 	if t, ok := v.Get("type"); ok {
 		switch t.Kind {
-		case jsonx.String:
+		case jsonexact.String:
 			isObject = t.S == "object"
-		case jsonx.Array:
+		case jsonexact.Array:
 			for _, e := range t.A {
-				isObject = isObject || (e.Kind == jsonx.String && e.S == "object")
+				isObject = isObject || (e.Kind == jsonexact.String && e.S == "object")
 			}
 		default:
 			return false
@@ -286,13 +286,13 @@ func strictSubset(v *jsonx.Value, root bool) bool {
 	props, hasProps := v.Get("properties")
 	if isObject || hasProps {
 		ap, ok := v.Get("additionalProperties")
-		if !ok || ap.Kind != jsonx.Bool || ap.B {
+		if !ok || ap.Kind != jsonexact.Bool || ap.B {
 			return false
 		}
 		req, _ := v.Get("required")
 		n := 0
 		if hasProps {
-			if props.Kind != jsonx.Object {
+			if props.Kind != jsonexact.Object {
 				return false
 			}
 			n = len(props.O)
@@ -302,12 +302,12 @@ func strictSubset(v *jsonx.Value, root bool) bool {
 				return false
 			}
 		} else {
-			if req.Kind != jsonx.Array || len(req.A) != n {
+			if req.Kind != jsonexact.Array || len(req.A) != n {
 				return false
 			}
 			seen := make(map[string]bool, n)
 			for _, r := range req.A {
-				if r.Kind != jsonx.String || seen[r.S] {
+				if r.Kind != jsonexact.String || seen[r.S] {
 					return false
 				}
 				seen[r.S] = true
@@ -328,7 +328,7 @@ func strictSubset(v *jsonx.Value, root bool) bool {
 		return false
 	}
 	if any, ok := v.Get("anyOf"); ok {
-		if any.Kind != jsonx.Array {
+		if any.Kind != jsonexact.Array {
 			return false
 		}
 		for i := range any.A {
@@ -338,7 +338,7 @@ func strictSubset(v *jsonx.Value, root bool) bool {
 		}
 	}
 	if defs, ok := v.Get("$defs"); ok {
-		if defs.Kind != jsonx.Object {
+		if defs.Kind != jsonexact.Object {
 			return false
 		}
 		for i := range defs.O {

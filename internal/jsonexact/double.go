@@ -1,0 +1,123 @@
+package jsonexact
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// MaxSafeInteger is the largest integer n such that every integer in [-n, n] is a
+// float64 (2^53 − 1, JavaScript's Number.MAX_SAFE_INTEGER).
+const MaxSafeInteger = 1<<53 - 1
+
+// Inexact finds the first number of data, in document order, whose decimal value a
+// float64 does not hold exactly: what a JavaScript program would see differs from what
+// was sent (9007199254740993 reads as 9007199254740992, 1e400 as Infinity). It returns
+// the number's JSON Pointer, its text and the float64's text; found is false when every
+// number survives. data must be valid JSON. 0.1 survives: its shortest float64 text is
+// the same decimal.
+func Inexact(data []byte) (ptr, num, became string, found bool) {
+	// Most documents hold only short numbers: one pass over the bytes proves them exact,
+	// and only a document with a suspect number is decoded to name its place.
+	if !hasSuspect(data) {
+		return "", "", "", false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	ptr, num, became, found = inexactIn(dec, "")
+	return
+}
+
+// hasSuspect reports whether data holds a number, outside strings, that may not
+// survive a float64: one of more than 15 characters or with an exponent. A decimal of
+// at most 15 significant digits within the float64 range always survives.
+func hasSuspect(data []byte) bool {
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case c == '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			for j < len(data) && strings.IndexByte("+-.0123456789eE", data[j]) >= 0 {
+				j++
+			}
+			tok := data[i:j]
+			if len(tok) > 15 || bytes.ContainsAny(tok, "eE") {
+				if !exact(string(tok)) {
+					return true
+				}
+			}
+			i = j - 1
+		}
+	}
+	return false
+}
+
+// exact reports whether the number text's decimal value is a float64's.
+func exact(tok string) bool {
+	f, err := strconv.ParseFloat(tok, 64)
+	if err != nil {
+		return false // out of range: ±Inf
+	}
+	return NumberEqual(tok, strconv.FormatFloat(f, 'g', -1, 64))
+}
+
+// became is the number a JavaScript program sees for tok, as JavaScript prints it.
+func became(tok string) string {
+	f, _ := strconv.ParseFloat(tok, 64)
+	switch a := math.Abs(f); {
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	case a == 0 || (a >= 1e-6 && a < 1e21):
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	s := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, exp, _ := strings.Cut(s, "e")
+	sign, digits := exp[:1], strings.TrimLeft(exp[1:], "0")
+	return mant + "e" + sign + digits
+}
+
+// inexactIn walks one value of dec, at pointer ptr.
+func inexactIn(dec *json.Decoder, ptr string) (string, string, string, bool) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", "", "", false
+	}
+	switch t := tok.(type) {
+	case json.Number:
+		if !exact(string(t)) {
+			return ptr, string(t), became(string(t)), true
+		}
+	case json.Delim:
+		switch t {
+		case '{':
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return "", "", "", false
+				}
+				k, _ := kt.(string)
+				if p, n, b, ok := inexactIn(dec, ptr+"/"+EscapePointer(k)); ok {
+					return p, n, b, ok
+				}
+			}
+			dec.Token() // '}'
+		case '[':
+			for i := 0; dec.More(); i++ {
+				if p, n, b, ok := inexactIn(dec, ptr+"/"+strconv.Itoa(i)); ok {
+					return p, n, b, ok
+				}
+			}
+			dec.Token() // ']'
+		}
+	}
+	return "", "", "", false
+}

@@ -1,0 +1,580 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
+)
+
+// Authorization of the streamable HTTP transport. Loopback HTTP needs none (the
+// address is the boundary, as for stdio); an HTTP server others can reach needs an
+// Authorizer, which admits a request only with a bearer token whose scope covers the
+// served process. Two kinds of token are accepted, each or both:
+//
+//   - static tokens from a file (ParseTokenFile): each line is an id, the SHA-256 of
+//     the token and the token's scopes; the token itself is never stored;
+//   - OAuth 2.1 access tokens (JWTs) of one authorization server (OAuthConfig), the
+//     MCP revision's resource-server role: RFC 9728 metadata, RFC 8707 audience.
+//
+// Both speak one vocabulary of scopes:
+//
+//	libos:process:PID   the MCP surface of process PID
+//	libos:process:*     the MCP surface of every process
+//	libos:operator      operator rights on the processes the token covers
+//
+// A request without a valid token is refused with 401 and a WWW-Authenticate
+// challenge that names the resource metadata; a valid token whose scope does not
+// cover the served process with 403 (insufficient_scope). Every refusal is logged
+// with its code (never the token); a decision about a known principal is recorded
+// in the served process's audit log (engine.Kernel.RecordAccess).
+
+// The scopes of the vocabulary.
+const (
+	// ScopeOperator gives operator rights on the processes a token covers: the
+	// client may answer approvals for them.
+	ScopeOperator = "libos:operator"
+	// ScopeAllProcesses covers every process of the store.
+	ScopeAllProcesses = "libos:process:*"
+	// scopeProcess prefixes the scope of one process.
+	scopeProcess = "libos:process:"
+)
+
+// ProcessScope is the scope that covers process pid.
+func ProcessScope(pid string) string { return scopeProcess + pid }
+
+// The codes of authorization. Each is also the code of the JSON body of the HTTP
+// refusal.
+const (
+	// CodeAuthRequired: the request carries no bearer token (401).
+	CodeAuthRequired = "auth_required"
+	// CodeTokenInvalid: the token is not one the server knows: no such static token,
+	// a JWT that does not parse, is signed by no key of the issuer, with an algorithm
+	// not accepted, without an expiry, or not valid yet (401).
+	CodeTokenInvalid = "token_invalid"
+	// CodeTokenExpired: the JWT's exp has passed (401).
+	CodeTokenExpired = "token_expired"
+	// CodeTokenAudience: the JWT's aud does not name this resource (RFC 8707) (401).
+	CodeTokenAudience = "token_audience"
+	// CodeTokenIssuer: the JWT's iss is not the configured issuer (401).
+	CodeTokenIssuer = "token_issuer"
+	// CodeScopeDenied: the token is valid but its scope does not cover the served
+	// process (403).
+	CodeScopeDenied = "scope_denied"
+	// CodeAuthUnavailable: the issuer's keys could not be fetched, so no JWT can be
+	// checked now (503).
+	CodeAuthUnavailable = "auth_unavailable"
+	// CodeInsecureListener: an HTTP server on an address beyond loopback without
+	// authentication and TLS.
+	CodeInsecureListener = "insecure_listener"
+	// codeInvalidConfig: a token file or an authorization configuration is unusable.
+	codeInvalidConfig = "invalid_config"
+)
+
+const layerName = "mcpserver"
+
+// Principal is who a request authenticated as.
+type Principal struct {
+	// Method is "token" (the token file) or "oauth" (a JWT of the issuer).
+	Method string `json:"method"`
+	// Subject is the token's id in the file, or the JWT's sub.
+	Subject string `json:"subject"`
+	// Issuer and ClientID are the JWT's iss and client_id (or azp); empty for
+	// static tokens.
+	Issuer   string `json:"issuer,omitempty"`
+	ClientID string `json:"client_id,omitempty"`
+	// Scopes are the token's scopes of the libOS vocabulary, sorted.
+	Scopes []string `json:"scopes"`
+	// Expiry is the JWT's exp; zero for static tokens.
+	Expiry time.Time `json:"-"`
+}
+
+// Covers reports whether the principal may use process pid.
+func (p *Principal) Covers(pid string) bool {
+	return slices.Contains(p.Scopes, ScopeAllProcesses) || slices.Contains(p.Scopes, ProcessScope(pid))
+}
+
+// Operator reports whether the principal has operator rights on the processes it
+// covers.
+func (p *Principal) Operator() bool { return slices.Contains(p.Scopes, ScopeOperator) }
+
+// key identifies the principal for the SDK's session binding and for the audit
+// log's deduplication: a session opened with one token cannot be used with another.
+func (p *Principal) key() string {
+	return p.Method + "\x00" + p.Issuer + "\x00" + p.Subject + "\x00" + strings.Join(p.Scopes, " ")
+}
+
+// principalExtra is the key of the Principal in the SDK's TokenInfo.Extra.
+const principalExtra = "libos/principal"
+
+// PrincipalOf is the principal a request of an authorized HTTP server authenticated
+// as, nil on a server without authorization (stdio, loopback HTTP).
+func PrincipalOf(req mcp.Request) *Principal {
+	if req == nil {
+		return nil
+	}
+	extra := req.GetExtra()
+	if extra == nil || extra.TokenInfo == nil {
+		return nil
+	}
+	p, _ := extra.TokenInfo.Extra[principalExtra].(*Principal)
+	return p
+}
+
+// parseScopes keeps the scopes of the libOS vocabulary from a token's scopes and
+// reports the others. A process scope names a PID or *.
+func parseScopes(in []string) (known, unknown []string) {
+	for _, s := range in {
+		switch {
+		case s == ScopeOperator || s == ScopeAllProcesses:
+			known = append(known, s)
+		case strings.HasPrefix(s, scopeProcess) && pidPattern.MatchString(strings.TrimPrefix(s, scopeProcess)):
+			known = append(known, s)
+		default:
+			unknown = append(unknown, s)
+		}
+	}
+	slices.Sort(known)
+	return slices.Compact(known), unknown
+}
+
+// pidPattern is what a process scope may name: the characters of a PID, bounded.
+var pidPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// Token is one static token of a token file: its id, the SHA-256 of the secret and
+// its scopes. The secret itself is never kept.
+type Token struct {
+	ID     string
+	SHA256 [sha256.Size]byte
+	Scopes []string
+}
+
+var tokenIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
+
+// ParseTokenFile reads a token file: one token a line, as
+//
+//	ID sha256:HEX SCOPE...
+//
+// with the token's id (letters, digits, _ . @ -), the lowercase hex SHA-256 of the
+// token, and at least one scope of the vocabulary, one process scope among them.
+// Blank lines and lines starting with # are ignored. Every problem is reported at
+// once, as an invalid_config error with one detail per line at fault; an unknown
+// scope is an error, never ignored.
+func ParseTokenFile(data []byte) ([]Token, error) {
+	var out []Token
+	var details []liberr.Detail
+	ids := map[string]bool{}
+	hashes := map[[sha256.Size]byte]bool{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		where := fmt.Sprintf("line %d", i+1)
+		bad := func(format string, args ...any) {
+			details = append(details, liberr.Detail{Path: where, Message: fmt.Sprintf(format, args...)})
+		}
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			bad("want ID sha256:HEX SCOPE..., got %d fields", len(f))
+			continue
+		}
+		t := Token{ID: f[0]}
+		if !tokenIDPattern.MatchString(t.ID) {
+			bad("token id %q is not 1 to 64 letters, digits, _ . @ or -", liberr.Clip(t.ID, 80))
+		} else if ids[t.ID] {
+			bad("token id %q is listed twice", t.ID)
+		}
+		ids[t.ID] = true
+		h, ok := strings.CutPrefix(f[1], "sha256:")
+		sum, err := hex.DecodeString(h)
+		if !ok || err != nil || len(sum) != sha256.Size || h != strings.ToLower(h) {
+			bad("the hash must be sha256: and 64 lowercase hex digits (the token itself never goes in the file)")
+		} else {
+			copy(t.SHA256[:], sum)
+			if hashes[t.SHA256] {
+				bad("the same token hash is listed twice")
+			}
+			hashes[t.SHA256] = true
+		}
+		known, unknown := parseScopes(f[2:])
+		for _, u := range unknown {
+			bad("unknown scope %q (want %s, %sPID or %s)", liberr.Clip(u, 80), ScopeAllProcesses, scopeProcess, ScopeOperator)
+		}
+		t.Scopes = known
+		if !slices.ContainsFunc(known, func(s string) bool { return strings.HasPrefix(s, scopeProcess) }) {
+			bad("the token covers no process: add %sPID or %s", scopeProcess, ScopeAllProcesses)
+		}
+		out = append(out, t)
+	}
+	if len(details) > 0 {
+		return nil, &liberr.Error{Code: codeInvalidConfig, Layer: layerName,
+			Message: "the token file is unusable: " + liberr.DescribeDetails(details), Details: details}
+	}
+	return out, nil
+}
+
+// NewToken makes a static token with id and scopes: the secret, to hand to the
+// client once, and the line of the token file that stands for it (its hash, never
+// the secret).
+func NewToken(id string, scopes []string) (secret, line string, err error) {
+	// The line is checked by the parser that reads it back.
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", "", fmt.Errorf("mcpserver: random token: %w", err)
+	}
+	secret = "libos_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	sum := sha256.Sum256([]byte(secret))
+	line = id + " sha256:" + hex.EncodeToString(sum[:]) + " " + strings.Join(scopes, " ")
+	if _, err := ParseTokenFile([]byte(line)); err != nil {
+		return "", "", err
+	}
+	return secret, line, nil
+}
+
+// AuthConfig configures NewAuthorizer. At least one of Tokens and OAuth is set.
+type AuthConfig struct {
+	// Tokens are the static tokens (ParseTokenFile).
+	Tokens []Token
+	// OAuth, when set, accepts the JWT access tokens of one authorization server.
+	OAuth *OAuthConfig
+	// Logger receives every refusal (with its code, never the token); nil discards.
+	Logger *slog.Logger
+}
+
+// Authorizer decides which HTTP requests reach a served process. Set it as
+// Options.Auth: Handler then refuses every request it does not admit, and
+// MetadataHandler serves the RFC 9728 metadata clients discover it by.
+type Authorizer struct {
+	tokens map[[sha256.Size]byte]*Token
+	oauth  *oauthVerifier
+	log    *slog.Logger
+}
+
+// NewAuthorizer checks cfg and returns its Authorizer.
+func NewAuthorizer(cfg AuthConfig) (*Authorizer, error) {
+	a := &Authorizer{tokens: map[[sha256.Size]byte]*Token{}, log: cfg.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	for i := range cfg.Tokens {
+		t := &cfg.Tokens[i]
+		if len(t.Scopes) == 0 {
+			return nil, liberr.New(layerName, codeInvalidConfig, "token %q has no scope", t.ID)
+		}
+		a.tokens[t.SHA256] = t
+	}
+	if cfg.OAuth != nil {
+		v, err := newOAuthVerifier(*cfg.OAuth)
+		if err != nil {
+			return nil, err
+		}
+		a.oauth = v
+	}
+	if len(a.tokens) == 0 && a.oauth == nil {
+		return nil, liberr.New(layerName, codeInvalidConfig, "authorization needs static tokens or an OAuth issuer")
+	}
+	return a, nil
+}
+
+// bearer is the token of the request's Authorization header, "" when there is none.
+// Only the header carries a token: the MCP revision forbids tokens in the query.
+func bearer(r *http.Request) (string, bool) {
+	f := strings.Fields(r.Header.Get("Authorization"))
+	if len(f) != 2 || !strings.EqualFold(f[0], "Bearer") {
+		return "", len(f) > 0
+	}
+	return f[1], true
+}
+
+// Authenticate is the principal of the request's bearer token, or the typed error
+// that refuses it. It does not decide which process the principal may use (see
+// Principal.Covers).
+func (a *Authorizer) Authenticate(r *http.Request) (*Principal, error) {
+	tok, present := bearer(r)
+	if tok == "" {
+		if present {
+			return nil, liberr.New(layerName, CodeTokenInvalid, "the Authorization header is not \"Bearer TOKEN\"")
+		}
+		return nil, liberr.New(layerName, CodeAuthRequired, "this server needs a bearer token in the Authorization header")
+	}
+	sum := sha256.Sum256([]byte(tok))
+	if t, ok := a.tokens[sum]; ok && subtle.ConstantTimeCompare(t.SHA256[:], sum[:]) == 1 {
+		return &Principal{Method: "token", Subject: t.ID, Scopes: slices.Clone(t.Scopes)}, nil
+	}
+	if a.oauth != nil && strings.Count(tok, ".") == 2 {
+		return a.oauth.verify(r.Context(), tok)
+	}
+	return nil, liberr.New(layerName, CodeTokenInvalid, "the bearer token is not one this server accepts")
+}
+
+// status is the HTTP status of an authorization code.
+func status(code liberr.Code) int {
+	switch code {
+	case CodeScopeDenied:
+		return http.StatusForbidden
+	case CodeAuthUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusUnauthorized
+}
+
+// refuse answers a refused request: the status of its code, a WWW-Authenticate
+// challenge (RFC 6750, with the RFC 9728 resource_metadata) and a JSON body with the
+// code, the OAuth error and the message.
+func (a *Authorizer) refuse(w http.ResponseWriter, r *http.Request, pid string, err error) {
+	e := liberr.Outermost(err)
+	if e == nil {
+		e = liberr.Wrap(layerName, CodeTokenInvalid, err, "the bearer token is not one this server accepts")
+	}
+	st := status(e.Code)
+	var params []string
+	oauthErr := ""
+	switch st {
+	case http.StatusUnauthorized:
+		if e.Code != CodeAuthRequired {
+			oauthErr = "invalid_token" // RFC 6750 3: no error code when no token was sent
+		}
+	case http.StatusForbidden:
+		oauthErr = "insufficient_scope"
+	}
+	if oauthErr != "" {
+		params = append(params, `error="`+oauthErr+`"`, `error_description="`+quotable(e.Message)+`"`)
+	}
+	if st == http.StatusForbidden || (st == http.StatusUnauthorized && a.oauth != nil) {
+		params = append(params, `scope="`+ProcessScope(pid)+`"`)
+	}
+	if a.oauth != nil {
+		params = append(params, `resource_metadata="`+a.oauth.metadataURL+`"`)
+	}
+	if st != http.StatusServiceUnavailable {
+		h := "Bearer"
+		if len(params) > 0 {
+			h += " " + strings.Join(params, ", ")
+		}
+		w.Header().Set("WWW-Authenticate", h)
+	}
+	a.log.Warn("mcp: request refused", "code", e.Code, "status", st, "reason", e.Message,
+		"remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "pid", pid)
+	body, _ := json.Marshal(map[string]string{"code": string(e.Code), "error": oauthErr, "message": e.Error()})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(st)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// quotable makes s safe inside an HTTP quoted-string: no quote, backslash or control
+// character.
+func quotable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '"' || r == '\\' || r < 0x20 || r == 0x7f || r > 0x7e {
+			return ' '
+		}
+		return r
+	}, liberr.Clip(s, 200))
+}
+
+// guard admits to next only the requests whose principal covers the served
+// process. An admitted request carries its principal in the SDK's TokenInfo, so a
+// session opened with one token is refused to another and tool handlers read it with
+// PrincipalOf.
+func (s *Server) guard(next http.Handler) http.Handler {
+	a := s.auth
+	type principalKey struct{}
+	var skew time.Duration
+	if a.oauth != nil {
+		skew = a.oauth.skew
+	}
+	sdk := auth.RequireBearerToken(func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, ok := r.Context().Value(principalKey{}).(*Principal)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expiry, UserID: p.key(), Extra: map[string]any{principalExtra: p}}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: skew})(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := a.Authenticate(r)
+		if err == nil && !p.Covers(s.pid) {
+			err = liberr.New(layerName, CodeScopeDenied, "the token's scope does not cover process %s (it needs %s or %s)", s.pid, ProcessScope(s.pid), ScopeAllProcesses)
+			s.audit(r.Context(), p, false, err)
+		}
+		if err != nil {
+			a.refuse(w, r, s.pid, err)
+			return
+		}
+		s.audit(r.Context(), p, true, nil)
+		sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// audit records in the process's log the first admission and the first refusal of
+// each principal while the server runs: the log says who used the process, and who
+// was refused, without an entry per request (a client sends many, and the log is
+// durable). Anonymous refusals (no token, a token nobody issued) have no principal
+// to record and are only logged.
+func (s *Server) audit(ctx context.Context, p *Principal, granted bool, refusal error) {
+	key := fmt.Sprint(granted) + "\x00" + p.key()
+	s.authMu.Lock()
+	if s.audited == nil {
+		s.audited = map[string]bool{}
+	}
+	seen := s.audited[key]
+	s.audited[key] = true
+	s.authMu.Unlock()
+	if seen {
+		return
+	}
+	acc := engine.Access{Granted: granted, Method: p.Method, Subject: p.Subject, Issuer: p.Issuer,
+		ClientID: p.ClientID, Scopes: p.Scopes, Via: "mcp-http"}
+	if refusal != nil {
+		if e := liberr.Outermost(refusal); e != nil {
+			acc.Code, acc.Reason = string(e.Code), e.Message
+		}
+	}
+	if err := s.k.RecordAccess(context.WithoutCancel(ctx), s.pid, acc); err != nil {
+		s.authMu.Lock()
+		delete(s.audited, key) // recorded next time
+		s.authMu.Unlock()
+		s.log.Error("mcp: could not record an access decision", "pid", s.pid, "err", err)
+	}
+}
+
+// MetadataHandler serves the RFC 9728 protected-resource metadata of the served
+// process at /.well-known/oauth-protected-resource and at the same path followed by
+// the resource's path (/.well-known/oauth-protected-resource/mcp for a resource
+// https://host/mcp), where MCP clients look for it. Mount it on the server's root:
+//
+//	mux.Handle("/.well-known/oauth-protected-resource", srv.MetadataHandler())
+//	mux.Handle("/.well-known/oauth-protected-resource/", srv.MetadataHandler())
+//
+// Without OAuth it answers 404: static tokens are not obtained from an
+// authorization server.
+func (s *Server) MetadataHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.auth == nil || s.auth.oauth == nil {
+			http.NotFound(w, r)
+			return
+		}
+		o := s.auth.oauth
+		if r.URL.Path != ResourceMetadataPath && r.URL.Path != o.metadataPath {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		if r.Method == http.MethodOptions {
+			w.Header().Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		body, _ := json.Marshal(map[string]any{
+			"resource":                 o.audience,
+			"authorization_servers":    []string{o.issuer},
+			"scopes_supported":         []string{ProcessScope(s.pid), ScopeAllProcesses, ScopeOperator},
+			"bearer_methods_supported": []string{"header"},
+			"resource_name":            "libos process " + s.pid,
+		})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(append(body, '\n'))
+	})
+}
+
+// ResourceMetadataPath is the well-known path of RFC 9728 metadata. MetadataHandler
+// serves it and the path-suffixed form beneath it.
+const ResourceMetadataPath = "/.well-known/oauth-protected-resource"
+
+// metadataLocation is the metadata URL and path of a resource URI (RFC 9728 3.1:
+// the well-known path goes between the host and the resource's path).
+func metadataLocation(resource *url.URL) (string, string) {
+	p := ResourceMetadataPath + strings.TrimSuffix(resource.EscapedPath(), "/")
+	u := url.URL{Scheme: resource.Scheme, Host: resource.Host, Path: p}
+	return u.String(), p
+}
+
+// CheckExposure refuses an HTTP server on addr (host:port) that others than this
+// machine can reach without both authentication and TLS: a bearer token in clear
+// text is anyone's on the path, and a server without authentication is anyone's.
+// Loopback addresses (127.0.0.0/8, ::1, localhost) need neither. With insecure the
+// check is skipped: the caller takes the exposure on purpose (a private network, a
+// TLS-terminating proxy in front). The error has the code insecure_listener and
+// says what is missing.
+func CheckExposure(addr string, authenticated, tls, insecure bool) error {
+	if insecure || (authenticated && tls) {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return liberr.Wrap(layerName, codeInvalidConfig, err, "HTTP address %q is not host:port", addr)
+	}
+	if loopback(host) {
+		return nil
+	}
+	var missing []string
+	if !authenticated {
+		missing = append(missing, "authentication (--auth-tokens or --oauth-issuer)")
+	}
+	if !tls {
+		missing = append(missing, "TLS (--tls-cert and --tls-key)")
+	}
+	where := host
+	if where == "" {
+		where = "every interface"
+	}
+	return liberr.New(layerName, CodeInsecureListener,
+		"refusing to serve HTTP on %s, beyond loopback, without %s; bind 127.0.0.1, add them, or pass --insecure to serve anyway",
+		where, strings.Join(missing, " and "))
+}
+
+// loopback reports whether every address host can name is a loopback address. A
+// name is resolved: it is what the listener binds.
+func loopback(host string) bool {
+	if host == "" {
+		return false // every interface
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil {
+		return ip.IsLoopback()
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
+
+// authState is the Server's part of authorization.
+type authState struct {
+	auth    *Authorizer
+	authMu  sync.Mutex
+	audited map[string]bool
+}

@@ -1,0 +1,653 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentlibos/libos"
+	"github.com/agentlibos/libos/wasm"
+)
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.libos, "libos", "bin/libos", "the libos binary")
+	flag.StringVar(&cfg.deno, "deno", "build/tools/deno/node_modules/deno/deno", "the deno binary")
+	flag.StringVar(&cfg.native, "native", "build/native/qjs-bench", "the native QuickJS benchmark binary (make native); skipped when missing")
+	flag.IntVar(&cfg.reps, "reps", 21, "repetitions of each whole-process row (each side, interleaved)")
+	flag.IntVar(&cfg.inproc, "inproc", 200, "repetitions of each in-process row")
+	flag.IntVar(&cfg.calls, "calls", 2000, "calls of the concurrency-16 row (each side)")
+	flag.StringVar(&cfg.out, "out", "BENCHMARKS.md", "where to write the table (empty: stdout only)")
+	flag.StringVar(&cfg.command, "command", "make bench-compare", "the command named in the output")
+	flag.Parse()
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-compare:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	libos, deno, native string
+	reps, inproc, calls int
+	out, command        string
+}
+
+// row is one line of the table: what it measures and both sides' figures.
+type row struct {
+	job, what string
+	a, b      stats // libOS, Deno
+	ratio     float64
+	unit      string // "ms" or "MB" or "calls/s" or "×"
+	note      string
+	target    string
+	// meets says whether the row meets its target; nil for a row without one.
+	meets     func(r row) bool
+	aText     string // overrides the formatted figures when set
+	bText     string
+	ratioText string
+}
+
+type stats struct{ p50, p90, p99 float64 }
+
+func summarize(v []float64) stats {
+	if len(v) == 0 {
+		return stats{}
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	at := func(q float64) float64 {
+		i := int(math.Ceil(q*float64(len(s)))) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	return stats{at(0.5), at(0.9), at(0.99)}
+}
+
+func median(v []float64) float64 { return summarize(v).p50 }
+
+// interleave runs a and b reps times, alternating which goes first, and returns both
+// sides' samples and the per-repetition ratios a/b.
+func interleave(reps int, a, b func() float64) (as, bs, ratios []float64) {
+	for i := range reps {
+		var x, y float64
+		if i%2 == 0 {
+			x = a()
+			y = b()
+		} else {
+			y = b()
+			x = a()
+		}
+		as, bs = append(as, x), append(bs, y)
+		if y > 0 {
+			ratios = append(ratios, x/y)
+		}
+	}
+	return as, bs, ratios
+}
+
+type env struct {
+	cfg     config
+	tmp     string
+	denoDir string // warm DENO_DIR
+	cache   string // warm libOS compilation cache
+	script  string
+	cand1   string // 1 test
+	cand10  string // 10 tests
+	sum     string // the whole-process candidate
+	mu      sync.Mutex
+	fails   []string
+}
+
+func (e *env) fail(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	msg := fmt.Sprintf(format, args...)
+	if len(e.fails) < 20 {
+		e.fails = append(e.fails, msg)
+	}
+}
+
+// proc runs a command and returns its wall time (ms) and peak RSS (MB).
+func (e *env) proc(environ []string, name string, args ...string) (ms, mb float64) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), environ...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t0 := time.Now()
+	err := cmd.Run()
+	ms = float64(time.Since(t0).Nanoseconds()) / 1e6
+	if err != nil {
+		e.fail("%s %s: %v: %s", name, strings.Join(args, " "), err, clip(out.String()))
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		mb = float64(ru.Maxrss) / 1024 // kilobytes on Linux
+	}
+	return ms, mb
+}
+
+func clip(s string) string {
+	if len(s) > 400 {
+		return s[:400] + "…"
+	}
+	return s
+}
+
+func run(cfg config) error {
+	ctx := context.Background()
+	for _, f := range []string{cfg.libos, cfg.deno} {
+		if _, err := os.Stat(f); err != nil {
+			return err
+		}
+	}
+	tmp, err := os.MkdirTemp("", "libos-bench-compare-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	e := &env{cfg: cfg, tmp: tmp, denoDir: filepath.Join(tmp, "deno-warm"), cache: filepath.Join(tmp, "libos-warm"),
+		script: "scripts/benchcompare/validator.ts", sum: "testdata/candidates/good_sum_exact.json"}
+	if e.cand1, err = clockCandidate(tmp, 1); err != nil {
+		return err
+	}
+	if e.cand10, err = clockCandidate(tmp, 10); err != nil {
+		return err
+	}
+	load0 := loadavg()
+	start := time.Now()
+
+	var rows []row
+	say := func(r row) {
+		rows = append(rows, r)
+		fmt.Fprintf(os.Stderr, "%-48s libOS %s  Deno %s  ratio %s\n", r.job, r.fmtA(), r.fmtB(), r.fmtRatio())
+	}
+
+	// Whole process, warm caches.
+	if out, err := exec.Command(cfg.libos, "cache", "warm", "--cache-dir", e.cache).CombinedOutput(); err != nil {
+		return fmt.Errorf("libos cache warm: %v: %s", err, out)
+	}
+	e.proc([]string{"DENO_DIR=" + e.denoDir}, cfg.deno, "run", "-q", "--allow-read", e.script, e.sum)
+	var rssA, rssB []float64
+	procA := func(cache string) func() float64 {
+		return func() float64 {
+			c := cache
+			if c == "" {
+				c = freshDir(tmp, "libos-cache")
+				defer os.RemoveAll(c)
+			}
+			ms, mb := e.proc([]string{"LIBOS_DATA=" + filepath.Join(tmp, "data")}, cfg.libos, "validate", "--cache-dir", c, e.sum)
+			rssA = append(rssA, mb)
+			return ms
+		}
+	}
+	procB := func(dir string) func() float64 {
+		return func() float64 {
+			d := dir
+			if d == "" {
+				d = freshDir(tmp, "deno-dir")
+				defer os.RemoveAll(d)
+			}
+			ms, mb := e.proc([]string{"DENO_DIR=" + d}, cfg.deno, "run", "-q", "--allow-read", e.script, e.sum)
+			rssB = append(rssB, mb)
+			return ms
+		}
+	}
+	a, b, r := interleave(cfg.reps, procA(e.cache), procB(e.denoDir))
+	warmRSS := [2]stats{summarize(rssA), summarize(rssB)}
+	say(row{job: "`libos validate one.json`, whole process, warm caches", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r),
+		what:   "exec of `libos validate --cache-dir WARM good_sum_exact.json` (3 tests) vs `deno run --allow-read validator.ts good_sum_exact.json` with a DENO_DIR that already holds the transpiled script; wall time from fork to exit",
+		target: "≤ 0.5×", meets: ratioAtMost(0.5)})
+	rssA, rssB = nil, nil
+	a, b, r = interleave(cfg.reps, procA(""), procB(""))
+	coldRSS := [2]stats{summarize(rssA), summarize(rssB)}
+	say(row{job: "the same, empty caches (a fresh CI runner)", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r),
+		what:   "the same two commands, each repetition with a new empty --cache-dir and a new empty DENO_DIR",
+		target: "≤ 1×", meets: ratioAtMost(1)})
+
+	// In process.
+	deno, err := startDeno(e)
+	if err != nil {
+		return err
+	}
+	defer deno.close()
+	v, err := libos.NewValidator(ctx, libos.ValidatorOptions{CacheDir: e.cache})
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	for _, c := range []struct {
+		path, job, target string
+		n                 int
+		max               float64
+	}{{e.cand1, "in-process validation, 1 test", "≤ 0.5×", 1, 0.5}, {e.cand10, "in-process validation, 10 tests", "≤ 1×", 10, 1}} {
+		data, err := os.ReadFile(c.path)
+		if err != nil {
+			return err
+		}
+		libosOnce := func() float64 {
+			t0 := time.Now()
+			rep, err := v.Validate(ctx, data)
+			ms := float64(time.Since(t0).Nanoseconds()) / 1e6
+			if err != nil || !rep.OK || len(rep.Tests) != c.n {
+				e.fail("libOS validate %s: %v %+v", c.path, err, rep.Errors)
+			}
+			return ms
+		}
+		denoOnce := func() float64 {
+			var res struct {
+				OK     bool     `json:"ok"`
+				NS     float64  `json:"ns"`
+				Errors []string `json:"errors"`
+			}
+			if err := deno.ask(map[string]any{"op": "validate", "path": c.path}, &res); err != nil || !res.OK {
+				e.fail("deno validate %s: %v %v", c.path, err, res.Errors)
+			}
+			return res.NS / 1e6
+		}
+		for range 20 { // warm both: pools, JIT, module loader
+			libosOnce()
+			denoOnce()
+		}
+		a, b, r := interleave(cfg.inproc, libosOnce, denoOnce)
+		say(row{job: c.job, unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r), target: c.target, meets: ratioAtMost(c.max),
+			what: fmt.Sprintf("the clock candidate with %d test(s) (one clock.now syscall each, on its tape): libos.Validator.Validate in this process vs validate() in a warm `deno run` process, timed inside it (JSON parse, transpile+import of the source as a new module, the tests)", c.n)})
+	}
+
+	// JIT calls.
+	sys, pid, err := jitProcess(ctx, tmp, e.cache)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	frame := []byte(`{"name":"add","arguments":{"a":40,"b":2}}`)
+	libosCall := func() float64 {
+		t0 := time.Now()
+		res, err := sys.HandleFrame(ctx, pid, frame)
+		ms := float64(time.Since(t0).Nanoseconds()) / 1e6
+		if err != nil || !strings.Contains(res.Text, `"sum":42`) {
+			e.fail("libOS call: %v %v", err, res)
+		}
+		return ms
+	}
+	denoCall := func(log string) func() float64 {
+		return func() float64 {
+			var res struct {
+				OK    bool            `json:"ok"`
+				Value json.RawMessage `json:"value"`
+				NS    float64         `json:"ns"`
+			}
+			m := map[string]any{"op": "call", "source": addSource, "args": map[string]int{"a": 40, "b": 2}}
+			if log != "" {
+				m["log"] = log
+			}
+			if err := deno.ask(m, &res); err != nil || !res.OK {
+				e.fail("deno call: %v %s", err, res.Value)
+			}
+			return res.NS / 1e6
+		}
+	}
+	for range 20 {
+		libosCall()
+		denoCall("")()
+	}
+	calls := max(cfg.inproc, 100)
+	a, b, r = interleave(calls, libosCall, denoCall(""))
+	say(row{job: "isolated JIT call (fresh state per call)", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r), target: "≤ 0.5 ms p50, ≤ 2 ms p99", meets: func(r row) bool { return r.a.p50 <= 0.5 && r.a.p99 <= 2 },
+		what: "a registered JIT tool `add` called end to end with System.HandleFrame (adapter, input schema, tool_called, a fresh JavaScript context in the sandbox, output schema, the ToolResult synced to Pebble) vs a new Worker per call in a warm Deno process (import the tool module, run, post the result, terminate), nothing persisted"})
+	logPath := filepath.Join(tmp, "deno-calls.log")
+	a, b, r = interleave(calls, libosCall, denoCall(logPath))
+	say(row{job: "the same, both sides durable", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r),
+		what: "as above, the Deno side appending each call and its result to a log file and fdatasync-ing it before answering, as libOS syncs the call's settlement"})
+
+	// Concurrency 16.
+	const conc = 16
+	libosThroughput := func() float64 {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for range conc {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(cfg.calls) {
+					if res, err := sys.HandleFrame(ctx, pid, frame); err != nil || !strings.Contains(res.Text, `"sum":42`) {
+						e.fail("libOS call: %v", err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(cfg.calls) / time.Since(t0).Seconds()
+	}
+	denoThroughput := func() float64 {
+		var res struct {
+			OK bool    `json:"ok"`
+			NS float64 `json:"ns"`
+		}
+		n := max(cfg.calls/10, 50) // a Worker per call is slow: fewer calls, same rate
+		if err := deno.ask(map[string]any{"op": "calls", "source": addSource, "args": map[string]int{"a": 40, "b": 2},
+			"n": n, "concurrency": conc, "log": logPath}, &res); err != nil || !res.OK {
+			e.fail("deno calls: %v", err)
+		}
+		return float64(n) / (res.NS / 1e9)
+	}
+	a, b, r = interleave(3, libosThroughput, denoThroughput)
+	say(row{job: "JIT calls/s at concurrency 16, durable", unit: "calls/s", a: summarize(a), b: summarize(b), ratio: median(r), target: "≥ 3,000 calls/s", meets: func(r row) bool { return r.a.p50 >= 3000 },
+		what: "16 goroutines calling HandleFrame (each call synced) vs 16 Workers in flight in one Deno process (each call fdatasync-ed to the log); median of 3 runs each"})
+
+	// CPU-bound JavaScript.
+	cpu, err := cpuRows(ctx, e, deno)
+	if err != nil {
+		return err
+	}
+	for _, c := range cpu {
+		say(c)
+	}
+
+	// Memory.
+	say(row{job: "peak RSS, one validation process, warm caches", unit: "MiB", a: warmRSS[0], b: warmRSS[1], ratio: warmRSS[0].p50 / warmRSS[1].p50, target: "≤ 25 MiB", meets: func(r row) bool { return r.a.p50 <= 25 },
+		what: "ru_maxrss of the warm whole-process runs above"})
+	say(row{job: "peak RSS, one validation process, empty caches", unit: "MiB", a: coldRSS[0], b: coldRSS[1], ratio: coldRSS[0].p50 / coldRSS[1].p50, target: "≤ 25 MiB", meets: func(r row) bool { return r.a.p50 <= 25 },
+		what: "ru_maxrss of the empty-cache whole-process runs above"})
+	idle, err := idleServeRSS(e)
+	if err != nil {
+		e.fail("idle serve: %v", err)
+	}
+	say(row{job: "idle `libos serve`, RSS", unit: "MiB", a: stats{idle, idle, idle}, bText: "—", ratioText: "—", target: "≤ 30 MiB", meets: func(r row) bool { return r.a.p50 <= 30 },
+		what: "VmRSS of `libos serve` (stdio, a fresh store, warm cache) 2 s after start, before any request"})
+	per, err := perSandboxRSS(ctx, e)
+	if err != nil {
+		e.fail("per sandbox: %v", err)
+	}
+	say(row{job: "memory per live sandbox", unit: "MiB", a: stats{per, per, per}, bText: "—", ratioText: "—", target: "≤ 4 MiB", meets: func(r row) bool { return r.a.p50 <= 4 },
+		what: "growth of this process's RSS with 16 calls each holding a sandbox instance (waiting in a syscall), divided by 16"})
+
+	load1 := loadavg()
+	if len(e.fails) > 0 {
+		fmt.Fprintln(os.Stderr, "failures:")
+		for _, f := range e.fails {
+			fmt.Fprintln(os.Stderr, " ", f)
+		}
+		return errors.New("some runs failed; no table written")
+	}
+	doc := render(e, rows, load0, load1, time.Since(start))
+	fmt.Print(doc)
+	if cfg.out != "" {
+		return os.WriteFile(cfg.out, []byte(doc), 0o644)
+	}
+	return nil
+}
+
+const addSource = `export function run(args: { a: number, b: number }) { return { sum: args.a + args.b }; }`
+
+func freshDir(tmp, prefix string) string {
+	d, err := os.MkdirTemp(tmp, prefix+"-")
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// clockCandidate writes the clock candidate with its test repeated n times.
+func clockCandidate(tmp string, n int) (string, error) {
+	data, err := os.ReadFile("testdata/candidates/good_clock_now.json")
+	if err != nil {
+		return "", err
+	}
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal(data, &c); err != nil {
+		return "", err
+	}
+	var tests []json.RawMessage
+	if err := json.Unmarshal(c["tests"], &tests); err != nil {
+		return "", err
+	}
+	c["tests"] = json.RawMessage("[" + strings.TrimSuffix(strings.Repeat(string(tests[0])+",", n), ",") + "]")
+	out, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(tmp, fmt.Sprintf("clock_%d_tests.json", n))
+	return p, os.WriteFile(p, out, 0o644)
+}
+
+// jitProcess opens a store, spawns a process of the default image and registers the
+// tool add in it.
+func jitProcess(ctx context.Context, tmp, cache string) (*libos.System, string, error) {
+	sys, err := libos.Open(ctx, filepath.Join(tmp, "store"), libos.Options{CacheDir: cache})
+	if err != nil {
+		return nil, "", err
+	}
+	img, err := libos.DefaultImage()
+	if err != nil {
+		sys.Close()
+		return nil, "", err
+	}
+	pid, err := sys.SpawnImage(ctx, img)
+	if err != nil {
+		sys.Close()
+		return nil, "", err
+	}
+	src, _ := json.Marshal(addSource)
+	prop := `{"name":"add","description":"Add two integers.","source_code":` + string(src) + `,
+		"input_schema":{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false},
+		"output_schema":{"type":"object","properties":{"sum":{"type":"integer"}},"required":["sum"],"additionalProperties":false},
+		"tests":[{"args":{"a":2,"b":3},"expected":{"sum":5},"syscalls":[]}]}`
+	res, err := sys.Runtime().Tools.Call(ctx, pid, "propose_jit_tool", json.RawMessage(prop))
+	if err != nil {
+		sys.Close()
+		return nil, "", err
+	}
+	var p struct {
+		ID string `json:"candidate_id"`
+	}
+	_ = json.Unmarshal(res.Structured, &p)
+	id, _ := json.Marshal(map[string]string{"candidate_id": p.ID})
+	if _, err := sys.Runtime().Tools.Call(ctx, pid, "register_jit_tool", json.RawMessage(id)); err != nil {
+		sys.Close()
+		return nil, "", err
+	}
+	return sys, pid, nil
+}
+
+const cpuLoop = `function run() { let s = 0; for (let i = 0; i < 5e6; i++) s += i * i; return s; }`
+
+// cpuRows runs the CPU loop in the sandbox (fuel and time limit on), in native QuickJS
+// built from the same sources when make native built it, and in Deno.
+func cpuRows(ctx context.Context, e *env, deno *denoProc) ([]row, error) {
+	eng, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: e.cache, PoolSize: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close(ctx)
+	opts := wasm.Options{Seed: 1, Limits: wasm.Limits{WallTime: time.Minute, Fuel: 1 << 40}}
+	wasmOnce := func() float64 {
+		t0 := time.Now()
+		if _, err := eng.Run(ctx, cpuLoop, nil, nil, opts); err != nil {
+			e.fail("wasm cpu loop: %v", err)
+		}
+		return float64(time.Since(t0).Nanoseconds()) / 1e6
+	}
+	denoOnce := func() float64 {
+		var res struct {
+			NS float64 `json:"ns"`
+		}
+		if err := deno.ask(map[string]any{"op": "cpu", "source": "export " + cpuLoop}, &res); err != nil {
+			e.fail("deno cpu: %v", err)
+		}
+		return res.NS / 1e6
+	}
+	wasmOnce()
+	var rows []row
+	reps := max(e.cfg.reps/2, 5)
+	if _, err := os.Stat(e.cfg.native); err == nil {
+		nativeOnce := func() float64 {
+			out, err := exec.Command(e.cfg.native, "-n", "1", "-e", cpuLoop+"\nrun();").Output()
+			if err != nil {
+				e.fail("%s: %v", e.cfg.native, err)
+				return 0
+			}
+			for _, f := range strings.Fields(string(out)) {
+				if v, ok := strings.CutPrefix(f, "ns_per_run="); ok {
+					ns, _ := strconv.ParseFloat(v, 64)
+					return ns / 1e6
+				}
+			}
+			e.fail("no ns_per_run in %q", out)
+			return 0
+		}
+		a, b, r := interleave(reps, wasmOnce, nativeOnce)
+		rows = append(rows, row{job: "CPU-bound JS vs native QuickJS (same C)", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r), target: "≤ 2×", meets: ratioAtMost(2),
+			note: "the right column is native QuickJS here, not Deno",
+			what: "`for (i < 5e6) s += i*i` in the sandbox (fuel and time limit on, whole Run) vs the same QuickJS sources compiled natively (`make native`, qjs-bench, run() only)"})
+	}
+	a, b, r := interleave(reps, wasmOnce, denoOnce)
+	rows = append(rows, row{job: "CPU-bound JS vs Deno (V8)", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r),
+		what: "the same loop in the sandbox vs run() in the warm Deno process (V8's optimising JIT)"})
+	return rows, nil
+}
+
+// idleServeRSS starts libos serve on stdio and reads its resident set after 2 s.
+func idleServeRSS(e *env) (float64, error) {
+	cmd := exec.Command(e.cfg.libos, "serve", "--cache-dir", e.cache, "--data", freshDir(e.tmp, "serve"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() {
+		stdin.Close()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	time.Sleep(2 * time.Second)
+	return procRSS(cmd.Process.Pid, "VmRSS:")
+}
+
+func procRSS(pid int, field string) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+type blockSyscaller struct{ release chan struct{} }
+
+func (s blockSyscaller) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	<-s.release
+	return json.RawMessage(`{}`), nil
+}
+
+// perSandboxRSS measures what 16 live sandboxes add to this process's resident set.
+func perSandboxRSS(ctx context.Context, e *env) (float64, error) {
+	const n = 16
+	eng, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: e.cache, PoolSize: n})
+	if err != nil {
+		return 0, err
+	}
+	defer eng.Close(ctx)
+	prog := `async function run(a, libos) { await libos.syscall("wait", {}); return 1; }`
+	if _, err := eng.Run(ctx, `function run() { return 1; }`, nil, nil, wasm.Options{Seed: 1}); err != nil {
+		return 0, err
+	}
+	runtime.GC()
+	before, err := procRSS(os.Getpid(), "VmRSS:")
+	if err != nil {
+		return 0, err
+	}
+	sys := blockSyscaller{release: make(chan struct{})}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := eng.Run(ctx, prog, nil, sys, wasm.Options{Seed: 1, Limits: wasm.Limits{WallTime: time.Minute}}); err != nil {
+				e.fail("live sandbox: %v", err)
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	after, err := procRSS(os.Getpid(), "VmRSS:")
+	close(sys.release)
+	wg.Wait()
+	return (after - before) / n, err
+}
+
+// denoProc is the warm Deno process of the in-process rows.
+type denoProc struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startDeno(e *env) (*denoProc, error) {
+	cmd := exec.Command(e.cfg.deno, "run", "-q", "--allow-read", "--allow-write", e.script, "--serve")
+	cmd.Env = append(os.Environ(), "DENO_DIR="+e.denoDir)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &denoProc{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}, nil
+}
+
+func (d *denoProc) ask(req any, res any) error {
+	b, _ := json.Marshal(req)
+	if _, err := d.in.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	line, err := d.out.ReadBytes('\n')
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(line, res)
+}
+
+func (d *denoProc) close() {
+	d.in.Close()
+	_ = d.cmd.Wait()
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
