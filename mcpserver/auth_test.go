@@ -42,7 +42,9 @@ type issuer struct {
 	fetches int                          // JWKS fetches
 }
 
-func newIssuer(t *testing.T) *issuer {
+func newIssuer(t *testing.T) *issuer { return newIssuerB(t) }
+
+func newIssuerB(t testing.TB) *issuer {
 	t.Helper()
 	is := &issuer{keys: map[string]*ecdsa.PrivateKey{}}
 	is.addKey(t, "k1", true)
@@ -73,7 +75,7 @@ func newIssuer(t *testing.T) *issuer {
 }
 
 // addKey makes a signing key; published keys are in the JWKS.
-func (is *issuer) addKey(t *testing.T, kid string, published bool) {
+func (is *issuer) addKey(t testing.TB, kid string, published bool) {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -102,7 +104,7 @@ type grant struct {
 	exp, nbf time.Duration // from now; exp 0 leaves exp out
 }
 
-func (is *issuer) mint(t *testing.T, g grant) string {
+func (is *issuer) mint(t testing.TB, g grant) string {
 	t.Helper()
 	is.mu.Lock()
 	key := is.keys[g.kid]
@@ -688,5 +690,34 @@ func TestNewAuthorizerConfig(t *testing.T) {
 		if _, err := NewAuthorizer(c.cfg); !errors.Is(err, liberr.New("", codeInvalidConfig, "")) {
 			t.Errorf("%s: %v, want invalid_config", c.rule, err)
 		}
+	}
+}
+
+// BenchmarkAuthenticate: the cost authorization adds to every HTTP request, for a
+// static token (one SHA-256 and a map lookup) and for an ES256 access token (parse,
+// signature check against the cached JWKS, claims).
+func BenchmarkAuthenticate(b *testing.B) {
+	is := newIssuerB(b)
+	secret, line, err := NewToken("ci", []string{ScopeAllProcesses})
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks, _ := ParseTokenFile([]byte(line))
+	const aud = "https://mcp.example/mcp"
+	a, err := NewAuthorizer(AuthConfig{Tokens: toks, OAuth: &OAuthConfig{Issuer: is.url, Audience: aud}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	jwtTok := is.mint(b, grant{kid: "k1", iss: is.url, sub: "alice", aud: []string{aud}, scope: ScopeAllProcesses, exp: time.Hour})
+	for _, c := range []struct{ name, token string }{{"static", secret}, {"jwt", jwtTok}} {
+		b.Run(c.name, func(b *testing.B) {
+			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			r.Header.Set("Authorization", "Bearer "+c.token)
+			for b.Loop() {
+				if _, err := a.Authenticate(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

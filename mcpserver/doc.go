@@ -31,4 +31,14 @@
 // The SDK's tool registry is a mirror of the projection, refreshed when the kernel
 // reports a change (engine.Kernel.OnToolsChanged), so the SDK answers tools/list from
 // it and sends notifications/tools/list_changed.
+//
+// Authorization (auth.go, oauth.go): with Options.Auth, the HTTP handler admits only
+// requests whose bearer token (a static token of a token file, stored hashed, or a JWT
+// access token of one OAuth issuer, checked against its JWKS) has a scope covering the
+// served process; others get 401 or 403 with RFC 6750 challenges naming the RFC 9728
+// metadata (MetadataHandler). It reads tokens from the Authorization header and keys
+// from the issuer; it writes refusals to the logger and the first admission and
+// refusal of each principal to the process's audit log (engine.Kernel.RecordAccess),
+// never a token. CheckExposure is the rule that an HTTP server beyond loopback needs
+// authentication and TLS.
 package mcpserver

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -109,7 +110,9 @@ var imageSchemaText []byte
 //go:embed images/default.yaml
 var defaultManifest []byte
 
-var imageSchema = func() *jsonschema.Schema {
+// imageSchema is compiled on first use, not at package initialisation: every command of
+// the binary initialises this package, and most never read a manifest.
+var imageSchema = sync.OnceValue(func() *jsonschema.Schema {
 	doc, err := jsonexact.Decode(imageSchemaText, 64)
 	if err != nil {
 		panic("image: schema: " + err.Error())
@@ -125,7 +128,7 @@ var imageSchema = func() *jsonschema.Schema {
 		panic("image: schema: " + err.Error())
 	}
 	return s
-}()
+})
 
 // Image is what a process is made from: a loaded, checked manifest with the text of
 // its Skills. Its JSON form (the Skills whole) is what the process record keeps, so a
@@ -283,7 +286,7 @@ func decodeManifest(data []byte, fsys fs.FS, dir string, ps *problems) *Image {
 		ps.add("", "the manifest must be a mapping (an object)")
 		return nil
 	}
-	if err := imageSchema.Validate(doc); err != nil {
+	if err := imageSchema().Validate(doc); err != nil {
 		var ve *jsonschema.ValidationError
 		if !errors.As(err, &ve) {
 			ps.add("", "%v", err)

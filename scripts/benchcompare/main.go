@@ -219,6 +219,13 @@ func run(cfg config) error {
 		what:   "the same two commands, each repetition with a new empty --cache-dir and a new empty DENO_DIR",
 		target: "≤ 1×", meets: ratioAtMost(1)})
 
+	// The bare start of each binary.
+	helpA := func() float64 { ms, _ := e.proc(nil, cfg.libos, "--help"); return ms }
+	helpB := func() float64 { ms, _ := e.proc(nil, cfg.deno, "--version"); return ms }
+	a, b, r = interleave(cfg.reps, helpA, helpB)
+	say(row{job: "`libos --help` vs `deno --version`, whole process", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r),
+		what: "the start of each binary doing nothing: Go runtime and package initialisation (no sandbox) vs Deno's start"})
+
 	// In process.
 	deno, err := startDeno(e)
 	if err != nil {
@@ -359,17 +366,25 @@ func run(cfg config) error {
 		say(c)
 	}
 
+	if fuel, err := fuelCost(); err != nil {
+		fmt.Fprintln(os.Stderr, "fuel cost not measured:", err)
+	} else {
+		say(row{job: "fuel cost: instrumented / uninstrumented guest", unit: "×", a: stats{fuel, fuel, fuel}, bText: "—", ratioText: "—", target: "≤ 1.2×",
+			meets: func(r row) bool { return r.a.p50 <= 1.2 },
+			what:  "geometric mean over the CPU workloads of wasm's BenchmarkFuelCost (loop, calls, strings, RegExp, JSON, sort, BigInt, a tiny call), thread CPU time, interleaved; needs build/guest/raw.wasm from `make guest`"})
+	}
+
 	// Memory.
 	say(row{job: "peak RSS, one validation process, warm caches", unit: "MiB", a: warmRSS[0], b: warmRSS[1], ratio: warmRSS[0].p50 / warmRSS[1].p50, target: "≤ 25 MiB", meets: func(r row) bool { return r.a.p50 <= 25 },
 		what: "ru_maxrss of the warm whole-process runs above"})
 	say(row{job: "peak RSS, one validation process, empty caches", unit: "MiB", a: coldRSS[0], b: coldRSS[1], ratio: coldRSS[0].p50 / coldRSS[1].p50, target: "≤ 25 MiB", meets: func(r row) bool { return r.a.p50 <= 25 },
 		what: "ru_maxrss of the empty-cache whole-process runs above"})
-	idle, err := idleServeRSS(e)
+	idle, anon, file, err := idleServeRSS(e)
 	if err != nil {
 		e.fail("idle serve: %v", err)
 	}
 	say(row{job: "idle `libos serve`, RSS", unit: "MiB", a: stats{idle, idle, idle}, bText: "—", ratioText: "—", target: "≤ 30 MiB", meets: func(r row) bool { return r.a.p50 <= 30 },
-		what: "VmRSS of `libos serve` (stdio, a fresh store, warm cache) 2 s after start, before any request"})
+		what: fmt.Sprintf("VmRSS of `libos serve` (stdio, a fresh store, warm cache) 2 s after start, before any request: %.1f MiB anonymous (heap, stacks, Pebble), %.1f MiB file-backed (pages of the binary mapped in)", anon, file)})
 	per, err := perSandboxRSS(ctx, e)
 	if err != nil {
 		e.fail("per sandbox: %v", err)
@@ -522,16 +537,17 @@ func cpuRows(ctx context.Context, e *env, deno *denoProc) ([]row, error) {
 	return rows, nil
 }
 
-// idleServeRSS starts libos serve on stdio and reads its resident set after 2 s.
-func idleServeRSS(e *env) (float64, error) {
+// idleServeRSS starts libos serve on stdio and reads its resident set after 2 s: the
+// whole, the anonymous part and the file-backed part.
+func idleServeRSS(e *env) (total, anon, file float64, err error) {
 	cmd := exec.Command(e.cfg.libos, "serve", "--cache-dir", e.cache, "--data", freshDir(e.tmp, "serve"))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	defer func() {
 		stdin.Close()
@@ -539,7 +555,15 @@ func idleServeRSS(e *env) (float64, error) {
 		_ = cmd.Wait()
 	}()
 	time.Sleep(2 * time.Second)
-	return procRSS(cmd.Process.Pid, "VmRSS:")
+	pid := cmd.Process.Pid
+	if total, err = procRSS(pid, "VmRSS:"); err != nil {
+		return
+	}
+	if anon, err = procRSS(pid, "RssAnon:"); err != nil {
+		return
+	}
+	file, err = procRSS(pid, "RssFile:")
+	return
 }
 
 func procRSS(pid int, field string) (float64, error) {
@@ -650,4 +674,24 @@ func loadavg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// fuelCost runs wasm's BenchmarkFuelCost briefly and returns its geometric mean ×raw.
+func fuelCost() (float64, error) {
+	if _, err := os.Stat("build/guest/raw.wasm"); err != nil {
+		return 0, err
+	}
+	out, err := exec.Command("go", "test", "./wasm/", "-run", "^$", "-bench", "^BenchmarkFuelCost$", "-benchtime", "7x", "-v").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%v: %s", err, clip(string(out)))
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, rest, ok := strings.Cut(line, "geometric mean: ×raw "); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				return strconv.ParseFloat(f[0], 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no geometric mean in the output: %s", clip(string(out)))
 }

@@ -15,6 +15,8 @@ func ratioAtMost(x float64) func(row) bool {
 
 func num(v float64, unit string) string {
 	switch {
+	case unit == "×":
+		return fmt.Sprintf("%.2f", v)
 	case unit == "calls/s":
 		return fmt.Sprintf("%.0f", v)
 	case v >= 100:
@@ -28,7 +30,7 @@ func num(v float64, unit string) string {
 }
 
 func (s stats) format(unit string) string {
-	if unit == "MiB" && s.p50 == s.p90 && s.p90 == s.p99 {
+	if s.p50 == s.p90 && s.p90 == s.p99 {
 		return num(s.p50, unit) + " " + unit
 	}
 	return fmt.Sprintf("%s %s (p90 %s, p99 %s)", num(s.p50, unit), unit, num(s.p90, unit), num(s.p99, unit))
@@ -104,6 +106,27 @@ func render(e *env, rows []row, load0, load1 string, took time.Duration) string 
 		}
 		w("| %s | %s | %s | %s | %s |\n", job, r.fmtA(), r.fmtB(), r.fmtRatio(), r.verdict())
 	}
+	w("\n## Targets\n\n")
+	for _, r := range rows {
+		if r.meets == nil {
+			continue
+		}
+		w("- %s: %s — libOS %s", r.job, r.verdict(), r.fmtA())
+		if r.ratioText == "" && r.unit != "×" && r.unit != "calls/s" {
+			w(", %s Deno", r.fmtRatio())
+		}
+		w("\n")
+	}
+	w("\n## Where Deno wins\n\n")
+	for _, r := range rows {
+		if r.ratioText == "" && r.unit != "calls/s" && r.ratio > 1 && !strings.Contains(r.note, "native") {
+			w("- %s: libOS/Deno %s\n", r.job, r.fmtRatio())
+		}
+		if r.unit == "calls/s" && r.ratio < 1 {
+			w("- %s: libOS/Deno %s\n", r.job, r.fmtRatio())
+		}
+	}
+	w("\nWhy, from the profiles, is in the notes at the end.\n")
 	w("\n## What each row measures\n\n")
 	for _, r := range rows {
 		w("- **%s**: %s.\n", r.job, r.what)
@@ -115,5 +138,8 @@ func render(e *env, rows []row, load0, load1 string, took time.Duration) string 
 	w("does less than libOS: no static checks on the AST, no schema lint beyond a small subset,\n")
 	w("no fresh context per test (a validation's tests share one module instance), no fuel,\n")
 	w("memory or time limits, no exact number text. The comparison is generous to Deno.\n")
+	if notes, err := os.ReadFile("scripts/benchcompare/notes.md"); err == nil {
+		w("\n%s", notes)
+	}
 	return b.String()
 }
