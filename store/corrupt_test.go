@@ -257,6 +257,11 @@ func TestCorruptionFoundByCompaction(t *testing.T) {
 	if c := s.Corruption(); !IsCorrupt(c) || !strings.Contains(c.Error(), CorruptAdvice) {
 		t.Fatalf("Corruption after the compaction = %v", c)
 	}
+	select {
+	case <-s.Corrupted():
+	default:
+		t.Fatal("Corrupted is not closed after the compaction found corruption")
+	}
 	_, err = s.Append(ctx, "p", "note", []byte(`{}`))
 	if !IsCorrupt(err) || !strings.Contains(err.Error(), "restore it from a backup") {
 		t.Fatalf("a write after the compaction found corruption: %v", err)

@@ -67,6 +67,8 @@ type Store struct {
 	// corrupt holds the first corruption Pebble reported (a read or a compaction found
 	// a damaged file); see corruption.
 	corrupt atomic.Pointer[error]
+	// corrupted is closed when corrupt is first set.
+	corrupted chan struct{}
 
 	// deferred counts the batches applied by UpdateDeferred (under wmu, so in WAL
 	// order); syncedDeferred is the highest count known to be durable. Sync compares
@@ -118,7 +120,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, errorf(CodeIO, err, "lock %s", dir)
 	}
-	s := &Store{dir: dir, fs: fs, lock: lock, now: now, repl: opts.Replicator}
+	s := &Store{dir: dir, fs: fs, lock: lock, now: now, repl: opts.Replicator, corrupted: make(chan struct{})}
 	po := &pebble.Options{
 		FS:                 fs,
 		Lock:               lock,
@@ -492,8 +494,16 @@ func (s *Store) fail(cause error) error {
 
 // noteCorrupt records the first corruption Pebble reported, from any goroutine.
 func (s *Store) noteCorrupt(err error) {
-	s.corrupt.CompareAndSwap(nil, &err)
+	if s.corrupt.CompareAndSwap(nil, &err) {
+		close(s.corrupted)
+	}
 }
+
+// Corrupted is closed once corruption is found in the store's files (by a read or a
+// background compaction): a long-running server watches it to stop, instead of
+// serving reads from a store whose writes are refused and whose compactions retry
+// forever.
+func (s *Store) Corrupted() <-chan struct{} { return s.corrupted }
 
 // corruption returns the first corruption Pebble reported since Open, or nil. After one,
 // writes are refused (a compaction cannot move past a damaged table, and new data would

@@ -3,8 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCorruptStoreExitsTwo: "a corrupted store ... becomes a typed store is corrupt error,
@@ -45,5 +47,48 @@ func TestCorruptStoreExitsTwo(t *testing.T) {
 			strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") {
 			t.Errorf("libos %s: exit %d\n%s", strings.Join(args, " "), r.code, r.stderr)
 		}
+	}
+}
+
+// TestServeStopsOnCorruption: "corruption detected anywhere (open, reads, background
+// compaction) becomes a typed store is corrupt error with exit code 2 and a message that
+// says what to do, never a panic". A server whose store is damaged under it stops once
+// a read finds the damage (here an operator's verify through the server's socket),
+// instead of going on with writes refused and compactions retrying: it exits 2 with the
+// advice.
+func TestServeStopsOnCorruption(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "store")
+	pid := echoCalls(t, data, "", 40, strings.Repeat("x", 200))
+	echoCalls(t, data, pid, 1, "y") // reopening flushes the replayed WAL into a table
+	srv := startLibos(t, nil, "--data", data, "serve", "--pid", pid)
+	if _, ok := srv.stderr.waitFor(regexp.MustCompile(`serving an existing process`), 90*time.Second); !ok {
+		t.Fatalf("serve did not start:\n%s", srv.stderr)
+	}
+	ssts, _ := filepath.Glob(filepath.Join(data, "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no table to corrupt")
+	}
+	for _, f := range ssts {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := len(b) / 8; off < len(b)/2; off += 97 {
+			b[off] ^= 0x5a
+		}
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := libos(t, "", "--data", data, "events", pid, "--verify")
+	if v.code == 0 {
+		t.Fatalf("verify of a damaged log through the server passed:\n%s", v.stdout)
+	}
+	code := srv.wait(t)
+	if code != 2 || !strings.Contains(srv.stderr.String(), "restore it from a backup") {
+		t.Fatalf("serve on a store found corrupt: exit %d, want 2 with the advice\n%s", code, srv.stderr)
+	}
+	if s := srv.stderr.String(); strings.Contains(s, "goroutine ") || strings.Contains(s, "panic") {
+		t.Fatalf("serve panicked:\n%s", s)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/mcpserver"
+	"github.com/agentlibos/libos/store"
 )
 
 type serveFlags struct {
@@ -138,6 +139,33 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 			e.log.Error("serve: close", "err", err)
 		}
 	}()
+	// Corruption found while serving (by a read, or by a background compaction that
+	// would otherwise retry forever) stops the server as a signal does, answering the
+	// calls in flight, and serve exits 2 with the advice.
+	ctx, stopServing := context.WithCancelCause(ctx)
+	defer stopServing(nil)
+	go func() {
+		select {
+		case <-sys.Store().Corrupted():
+			err := corruptErr(sys.Store().Corruption())
+			e.log.Error("serve: the store is corrupt; stopping", "err", err)
+			stopServing(err)
+		case <-ctx.Done():
+		}
+	}()
+	if err := serveProcess(ctx, e, f, sys, img, proj, sec); err != nil {
+		return err
+	}
+	if cause := context.Cause(ctx); store.IsCorrupt(cause) {
+		return cause
+	}
+	return nil
+}
+
+// serveProcess serves the process f names (or the store's process of img, or a new
+// one) until the client leaves or ctx ends.
+func serveProcess(ctx context.Context, e *env, f serveFlags, sys *system, img *image.Image, proj engine.Projection, sec *httpSec) error {
+	var err error
 
 	pid := f.pid
 	if pid == "" && !f.fresh {
