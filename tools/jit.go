@@ -649,16 +649,23 @@ func (w *watch) Syscall(ctx context.Context, name string, args json.RawMessage) 
 	return res, err
 }
 
-// runError turns a sandbox failure into the call's error. A js_error that is the
-// uncaught rejection of a syscall keeps the syscall's code (capability_denied, …).
+// runError turns a sandbox failure into the call's error. A js_error that is a refused
+// syscall the program let escape keeps the refusal's code (capability_denied, …): the
+// guest reports it by the error's identity (wasm.Error.Refusal), never by its text.
+// denied is the last refusal the host made in the call; its message, without the
+// guest's "Error: " framing, is the one shown when its code is the one that escaped.
 func runError(tool string, err error, denied *syscalls.Error) error {
 	var we *wasm.Error
 	if !errors.As(err, &we) {
 		return &Error{Code: CodeToolFailed, Message: tool + ": " + err.Error(), Err: err}
 	}
-	if we.Code == wasm.CodeJSError && denied != nil && strings.Contains(we.Message, denied.Message) {
-		return &Error{Code: Code(denied.Code), Err: err,
-			Message: fmt.Sprintf("%s: the program did not catch a refused syscall: %s", tool, strings.TrimPrefix(denied.Message, "syscalls: "))}
+	if we.Code == wasm.CodeJSError && we.Refusal != "" {
+		what := we.Message
+		if denied != nil && string(denied.Code) == we.Refusal {
+			what = strings.TrimPrefix(denied.Message, "syscalls: ")
+		}
+		return &Error{Code: Code(we.Refusal), Err: err,
+			Message: fmt.Sprintf("%s: the program did not catch a refused syscall: %s", tool, liberr.Clip(what, MaxMessageBytes))}
 	}
 	msg := we.Message
 	if we.Limit != "" {

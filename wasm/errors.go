@@ -72,6 +72,11 @@ type Error struct {
 	Path    string
 	Limit   string
 	Stack   string
+	// Refusal is set on a CodeJSError whose thrown value is a refused syscall's error
+	// that the program let escape: the code the Syscaller refused it with. The guest
+	// knows the refusal by identity (guest/ABI.md), so a program that throws an error of
+	// its own with the same text is not mistaken for it.
+	Refusal string
 }
 
 func (e *Error) Error() string {

@@ -5,11 +5,11 @@ package wasm
 // builtGuest records how libos_guest.wasm was built. 'make guest' writes it together with
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
-	SHA256:         "3aeadfc06e3ba4e81acbb14a3d8b88703c5163b7c9f9cd47e196e6f2c15d0363",
+	SHA256:         "ab416f3b140b0c63a3e722eba70728300803463d1bb1cba370317b965f7b2739",
 	QuickJSRelease: "2021-03-27",
 	QuickJSSource:  "npm qjsc@0.3.0 sha256:4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee",
 	Clang:          "Debian clang version 16.0.6 (15~deb12u1)",
 	WASILibc:       "0.0~git20220510.9886d3d-2",
 	PatchSHA256:    "4ced54a59c465a3d55cdd37fc29fdded72be6e75513e4629b1e6cb272812c976",
-	SourcesSHA256:  "1c4597b14676eaa3f76631e101e8ea62823de938a5a1d1e2423ca304c340eeea",
+	SourcesSHA256:  "0381958d97bb4b6f358f45dd08b81067ae4c0e2d7ac2637c698971c5c359928d",
 }

@@ -349,12 +349,16 @@ func guestError(c *call, in *instance, out []byte) error {
 		Message string `json:"message"`
 		Path    string `json:"path"`
 		Stack   string `json:"stack"`
+		Refusal string `json:"refusal"`
 	}
 	if err := json.Unmarshal(out, &g); err != nil || g.Code == "" {
 		in.broken = true
 		return &Error{Code: CodeTrap, Message: "guest reported an error that is not an error object"}
 	}
 	e := &Error{Code: g.Code, Message: liberr.Clip(g.Message, maxErrorText), Path: liberr.Clip(g.Path, maxErrorText), Stack: liberr.Clip(g.Stack, maxErrorText)}
+	if g.Code == CodeJSError {
+		e.Refusal = liberr.Clip(g.Refusal, maxErrorText)
+	}
 	switch g.Code {
 	case "interrupted":
 		// The guest stopped because poll or syscall said so; the host knows why.

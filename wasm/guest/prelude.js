@@ -38,6 +38,8 @@
   const mathRound = Math.round;
   const mathFloor = Math.floor;
   const objectIs = Object.is;
+  const weakMapGet = WeakMap.prototype.get;
+  const weakMapSet = WeakMap.prototype.set;
   const Promise_ = Promise;
   const promiseResolve = (v) => apply(Promise_.resolve, Promise_, [v]);
   const promiseReject = (v) => apply(Promise_.reject, Promise_, [v]);
@@ -437,6 +439,11 @@
     return e;
   }
 
+  // The refusals the host sent back, each with the code it came with. A refusal the
+  // program let escape is reported with that code (describe's fourth part), so that the
+  // host knows it by identity, not by its text, whatever the program did to its .code.
+  const refusals = new WeakMap();
+
   const MAX_FRAMES = 50;
   function trimStack(stack) {
     const lines = stack.split('\n');
@@ -445,17 +452,20 @@
     return apply(arrayJoin, lines.slice(0, MAX_FRAMES), ['\n']) + `\n    ... ${more} more frame${more > 1 ? 's' : ''}\n`;
   }
 
-  // [name, message, stack] of a thrown value; never throws.
+  // [name, message, stack, refusal code] of a thrown value; never throws. The code is
+  // '' unless the value is a refusal the host sent back.
   function describe(e) {
     try {
       if (typeof e === 'object' && e !== null && apply(objectToString, e, []) === '[object Error]') {
         const name = e.name;
         const message = e.message;
         const stack = e.stack;
+        const refused = apply(weakMapGet, refusals, [e]);
         return [
           name === undefined ? 'Error' : '' + name,
           message === undefined ? '' : '' + message,
           typeof stack === 'string' ? trimStack(stack) : '',
+          typeof refused === 'string' ? refused : '',
         ];
       }
       return ['', 'Uncaught ' + inspect(e), ''];
@@ -508,8 +518,11 @@
           if (resp !== null && typeof resp === 'object' && resp.ok === true) return promiseResolve(resp.result);
           const err = resp !== null && typeof resp === 'object' && resp.error !== null &&
             typeof resp.error === 'object' ? resp.error : {};
-          throw codedError(typeof err.code === 'string' ? err.code : 'syscall_failed',
+          const code = typeof err.code === 'string' ? err.code : 'syscall_failed';
+          const refusal = codedError(code,
             typeof err.message === 'string' ? err.message : 'libos.syscall: ' + name + ' failed');
+          apply(weakMapSet, refusals, [refusal, code]);
+          throw refusal;
         } catch (e) {
           return promiseReject(e);
         }

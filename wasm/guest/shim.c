@@ -1,11 +1,13 @@
 /*
  * The guest side of the libos sandbox ABI (see ABI.md).
  *
- * One libos_run() call is one fresh JSRuntime + JSContext: no eval intrinsic, no module
- * loader, the prelude, console and libos installed, Math.random seeded by the host, the
- * program evaluated, run(args, libos) called and awaited, the result checked to be plain
- * JSON and serialised. Everything is freed before returning, so no JavaScript state
- * survives between calls.
+ * libos_prepare() builds, once per module, the state every call starts from: a JSRuntime
+ * and JSContext with no eval intrinsic, no module loader, the prelude, console and libos
+ * installed. The host snapshots the memory that holds it and restores that snapshot after
+ * every call (ABI.md, "The snapshot"), so no JavaScript state survives between calls
+ * without a runtime being built per call. One libos_run() call seeds Math.random from
+ * the host, evaluates the program, calls and awaits run(args, libos), and checks the
+ * result to be plain JSON and serialises it.
  *
  * The shim also replaces the few libc functions that would otherwise pull in WASI imports
  * (clock, stdio), so that the module imports nothing but "libos".
@@ -334,10 +336,13 @@ static void *libc_realloc(void *opaque, void *ptr, size_t size)
     return realloc(ptr, size);
 }
 
-/* Writes {"code","message","path"?,"stack"?} as the output and returns STATUS_ERROR. */
+/* Writes {"code","message","path"?,"stack"?,"refusal"?} as the output and returns
+   STATUS_ERROR. refusal is the code of a refused syscall the program let escape, or
+   NULL. */
 static int set_error(const char *code, const char *msg, size_t msg_len,
                      const char *path, size_t path_len,
-                     const char *stack, size_t stack_len)
+                     const char *stack, size_t stack_len,
+                     const char *refusal, size_t refusal_len)
 {
     DynBuf b;
     dbuf_init2(&b, NULL, libc_realloc);
@@ -352,6 +357,10 @@ static int set_error(const char *code, const char *msg, size_t msg_len,
     if (stack && stack_len > 0) {
         dbuf_putstr(&b, ",\"stack\":");
         json_put_string(&b, stack, utf8_prefix(stack, stack_len, MAX_STACK));
+    }
+    if (refusal && refusal_len > 0) {
+        dbuf_putstr(&b, ",\"refusal\":");
+        json_put_string(&b, refusal, utf8_prefix(refusal, refusal_len, MAX_MESSAGE));
     }
     dbuf_putc(&b, '}');
     if (b.error || set_output((const char *)b.buf, b.size) < 0) {
@@ -372,7 +381,7 @@ static int output_has_code(const char *code)
 
 static int fail(const char *code, const char *msg)
 {
-    return set_error(code, msg, strlen(msg), NULL, 0, NULL, 0);
+    return set_error(code, msg, strlen(msg), NULL, 0, NULL, 0, NULL, 0);
 }
 
 /* ---- the interrupt handler and the native functions given to the prelude ---- */
@@ -574,9 +583,9 @@ static JSContext *new_context(JSRuntime *rt, uint64_t seed)
     return ctx;
 }
 
-/* The prelude and the console formatter are compiled once per instance and kept as
-   bytecode; each call reads the bytecode into its fresh runtime, which is cheaper than
-   parsing. */
+/* The prelude and the console formatter are compiled once and kept as bytecode; a
+   runtime that is built (libos_prepare, or a call made without the host's restore) reads
+   the bytecode, which is cheaper than parsing. */
 typedef struct {
     const char *name;
     const char *src;
@@ -630,7 +639,7 @@ typedef struct {
     size_t mem_limit;
     JSValue libos;     /* the object handed to run() */
     JSValue serialize; /* value -> JSON text, or [path, message] when not plain JSON */
-    JSValue describe;  /* thrown value -> [name, message, stack] */
+    JSValue describe;  /* thrown value -> [name, message, stack, refusal code] */
     JSValue settle;    /* value -> {state: 0 pending | 1 fulfilled | 2 rejected, value} */
 } Call;
 
@@ -649,9 +658,9 @@ static int streq(const char *s, size_t len, const char *lit)
 static int fail_exception(Call *c, JSValue exc, const char *default_code)
 {
     JSContext *ctx = c->ctx;
-    JSValue d, parts[3];
-    const char *s[3] = { NULL, NULL, NULL };
-    size_t len[3] = { 0, 0, 0 };
+    JSValue d, parts[4];
+    const char *s[4] = { NULL, NULL, NULL, NULL };
+    size_t len[4] = { 0, 0, 0, 0 };
     const char *code = default_code;
     DynBuf msg;
     int i, ret;
@@ -671,7 +680,7 @@ static int fail_exception(Call *c, JSValue exc, const char *default_code)
             return interrupted_error();
         return fail(default_code, "guest: the thrown value could not be described");
     }
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 4; i++) {
         parts[i] = JS_GetPropertyUint32(ctx, d, i);
         s[i] = JS_IsString(parts[i]) ? JS_ToCStringLen(ctx, &len[i], parts[i]) : NULL;
         if (!s[i]) {
@@ -697,9 +706,9 @@ static int fail_exception(Call *c, JSValue exc, const char *default_code)
     }
     dbuf_put(&msg, (const uint8_t *)s[1], len[1]);
     ret = set_error(code, msg.error ? "" : (const char *)msg.buf, msg.error ? 0 : msg.size,
-                    NULL, 0, s[2], len[2]);
+                    NULL, 0, s[2], len[2], s[3], len[3]);
     dbuf_free(&msg);
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 4; i++) {
         if (len[i] > 0 || JS_IsString(parts[i]))
             JS_FreeCString(ctx, s[i]);
         JS_FreeValue(ctx, parts[i]);
@@ -855,7 +864,7 @@ static int call_program(Call *c, const char *src, int32_t src_len,
         const char *ps = JS_ToCStringLen(ctx, &plen, p);
         const char *ms = JS_ToCStringLen(ctx, &mlen, m);
         ret = set_error("not_json", ms ? ms : "not plain JSON", ms ? mlen : 14,
-                        ps ? ps : "$", ps ? plen : 1, NULL, 0);
+                        ps ? ps : "$", ps ? plen : 1, NULL, 0, NULL, 0);
         JS_FreeCString(ctx, ps);
         JS_FreeCString(ctx, ms);
         JS_FreeValue(ctx, p);
@@ -886,7 +895,7 @@ static int fail_pending_raw(JSContext *ctx)
     if (streq(s, len, "InternalError: out of memory"))
         ret = fail("out_of_memory", "guest: the prelude could not be installed: out of memory");
     else
-        ret = set_error("guest_error", s, len, NULL, 0, NULL, 0);
+        ret = set_error("guest_error", s, len, NULL, 0, NULL, 0, NULL, 0);
     JS_FreeCString(ctx, s);
     return ret;
 }
