@@ -273,12 +273,26 @@ func (s *System) MCPServer(pid string, opts mcpserver.Options) (*mcpserver.Serve
 // ServeMCP serves process pid over MCP on transport t until the client disconnects or
 // ctx ends: mcp.StdioTransport, mcp.IOTransport, an in-memory transport, or any other
 // of the MCP Go SDK. Every tools/call goes to the kernel as a frame, as from any model.
+//
+// The SDK's line transports (mcp.StdioTransport, mcp.IOTransport) end the session on
+// one line that does not decode; ServeMCP reads their streams with the libOS's own
+// line reader instead, which answers such a line with a protocol_frame error and goes
+// on (the same one `libos serve` uses). Other transports deliver decoded messages and
+// are checked by Wrap.
 func (s *System) ServeMCP(ctx context.Context, pid string, t mcp.Transport, opts mcpserver.Options) error {
 	srv, err := s.MCPServer(pid, opts)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	switch lt := t.(type) {
+	case *mcp.StdioTransport:
+		return srv.Stdio(ctx, os.Stdin, os.Stdout)
+	case *mcp.IOTransport:
+		defer lt.Writer.Close()
+		defer lt.Reader.Close()
+		return srv.Stdio(ctx, lt.Reader, lt.Writer)
+	}
 	err = srv.MCP().Run(ctx, srv.Wrap(t))
 	if errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil
