@@ -88,8 +88,8 @@ func DefaultDir() (string, error) { return store.DefaultDir() }
 // Every method of the kernel is a method of System: Spawn and SpawnImage, Kill, Pause,
 // Resume, Checkpoint and Fork, ListProcesses and Process (ps), HandleFrame (a model's
 // tool call in any provider's frame), Runtime (the host tool API), Tools (the
-// projection), Grant and Revoke, Approvals, Approve and Deny, Events and VerifyLog (the
-// operator API). A System is safe for concurrent use. Close it once; the kernel's own
+// projection), Grant and Revoke, Approvals, Approve and Deny, Events and VerifyLog, and
+// the host's cleanup: Bindings, RevokeBinding and DiscardCandidate (the operator API). A System is safe for concurrent use. Close it once; the kernel's own
 // Close is shadowed by System.Close, which closes everything in order.
 type System struct {
 	*engine.Kernel
@@ -229,6 +229,17 @@ func (s *System) Close() error {
 		return fmt.Errorf("libos: close %s: %w", s.dir, err)
 	}
 	return nil
+}
+
+// DiscardCandidate is the operator's cleanup of a JIT tool candidate of process pid
+// that was never registered: it becomes discarded, with a jit_discarded event (by
+// "operator", with reason) in pid's log, and validate_jit_tool and register_jit_tool
+// refuse it from then on with code candidate_discarded (tools.ErrCandidateDiscarded).
+// A registered candidate is refused: RevokeBinding removes its tool. The other host
+// cleanups are the kernel's: Bindings and RevokeBinding, Pause, Resume, Kill,
+// Checkpoint and Fork.
+func (s *System) DiscardCandidate(ctx context.Context, pid, id, reason string) error {
+	return s.jit.Discard(ctx, pid, id, "operator", reason)
 }
 
 // DefaultImage is the image the libos command spawns: echo, the Skill tool and the JIT
