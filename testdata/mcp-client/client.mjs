@@ -106,5 +106,24 @@ r = projection === "direct"
   : await client.callTool({ name: "run_jit_tool", arguments: { tool_name: "clock_now", arguments: { timezone: 5 } } });
 check(r.isError === true && text(r).startsWith("schema_invalid: ") && r._meta?.["libos/error"]?.code === "schema_invalid", "a schema-invalid call is an isError result with code schema_invalid", r);
 
+// Resources, templates and prompts: the image's Skills everywhere; under the multiplexed
+// projection nothing listed or read names the JIT tool.
+const { resources } = await client.listResources();
+check(resources.some((x) => x.uri === "skill://jit-authoring/SKILL.md" && x.mimeType === "text/markdown"), "resources/list has the Skills as skill://NAME/SKILL.md", resources);
+check(resources.some((x) => /^libos:\/\/process\/pid_[0-9a-f]+\/events$/.test(x.uri)) === (projection === "direct"), "the audit log is a resource in the direct projection only", resources);
+const seen = [JSON.stringify(resources)];
+for (const x of resources) seen.push(JSON.stringify(await client.readResource({ uri: x.uri })));
+seen.push(JSON.stringify(await client.listResourceTemplates()));
+const { prompts } = await client.listPrompts();
+check(prompts.some((p) => p.name === "jit-authoring"), "every Skill is a prompt", prompts);
+seen.push(JSON.stringify(prompts));
+for (const p of prompts) seen.push(JSON.stringify(await client.getPrompt({ name: p.name })));
+const all = seen.join("\n");
+if (projection === "direct") {
+  check(all.includes("clock_now"), "direct: the audit log and the candidates name the registered tool");
+} else {
+  check(!all.includes("clock_now") && !all.includes("Return the current time in a named IANA time zone"), "multiplexed: no listing or read names the JIT tool");
+}
+
 await client.close();
 console.log("PASS");
