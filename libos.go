@@ -85,8 +85,8 @@ func DefaultDir() (string, error) { return store.DefaultDir() }
 // Every method of the kernel is a method of System: Spawn and SpawnImage, Kill, Pause,
 // Resume, Checkpoint and Fork, ListProcesses and Process (ps), HandleFrame (a model's
 // tool call in any provider's frame), Runtime (the host tool API), Tools (the
-// projection), Grant and Revoke, Approvals, Approve and Deny, Events and VerifyLog (the
-// operator API). A System is safe for concurrent use. Close it once; the kernel's own
+// projection), Grant and Revoke, Approvals, Approve and Deny, Events and VerifyLog, and
+// the host's cleanup: Bindings, RevokeBinding and DiscardCandidate (the operator API). A System is safe for concurrent use. Close it once; the kernel's own
 // Close is shadowed by System.Close, which closes everything in order.
 type System struct {
 	*engine.Kernel
@@ -208,6 +208,17 @@ func (s *System) Close() error {
 	return nil
 }
 
+// DiscardCandidate is the operator's cleanup of a JIT tool candidate of process pid
+// that was never registered: it becomes discarded, with a jit_discarded event (by
+// "operator", with reason) in pid's log, and validate_jit_tool and register_jit_tool
+// refuse it from then on with code candidate_discarded (tools.ErrCandidateDiscarded).
+// A registered candidate is refused: RevokeBinding removes its tool. The other host
+// cleanups are the kernel's: Bindings and RevokeBinding, Pause, Resume, Kill,
+// Checkpoint and Fork.
+func (s *System) DiscardCandidate(ctx context.Context, pid, id, reason string) error {
+	return s.jit.Discard(ctx, pid, id, "operator", reason)
+}
+
 // DefaultImage is the image the libos command spawns: echo, the Skill tool and the JIT
 // tool lifecycle, the capabilities clock:now, kv:read, kv:write and tools:call, and the
 // libOS's own Skills.
@@ -250,12 +261,26 @@ func (s *System) MCPServer(pid string, opts mcpserver.Options) (*mcpserver.Serve
 // ServeMCP serves process pid over MCP on transport t until the client disconnects or
 // ctx ends: mcp.StdioTransport, mcp.IOTransport, an in-memory transport, or any other
 // of the MCP Go SDK. Every tools/call goes to the kernel as a frame, as from any model.
+//
+// The SDK's line transports (mcp.StdioTransport, mcp.IOTransport) end the session on
+// one line that does not decode; ServeMCP reads their streams with the libOS's own
+// line reader instead, which answers such a line with a protocol_frame error and goes
+// on (the same one `libos serve` uses). Other transports deliver decoded messages and
+// are checked by Wrap.
 func (s *System) ServeMCP(ctx context.Context, pid string, t mcp.Transport, opts mcpserver.Options) error {
 	srv, err := s.MCPServer(pid, opts)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	switch lt := t.(type) {
+	case *mcp.StdioTransport:
+		return srv.Stdio(ctx, os.Stdin, os.Stdout)
+	case *mcp.IOTransport:
+		defer lt.Writer.Close()
+		defer lt.Reader.Close()
+		return srv.Stdio(ctx, lt.Reader, lt.Writer)
+	}
 	err = srv.MCP().Run(ctx, srv.Wrap(t))
 	if errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil

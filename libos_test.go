@@ -1,16 +1,22 @@
 package libos_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agentlibos/libos"
+	"github.com/agentlibos/libos/mcpserver"
 )
 
 const addCandidate = `{
@@ -239,5 +245,64 @@ func TestSkipJITRestoreWritesNothing(t *testing.T) {
 	}
 	if n3, has := count(libos.Options{}); n3 <= n2 || !has {
 		t.Fatalf("a normal Open: %d events after %d, tool installed %v", n3, n2, has)
+	}
+}
+
+// "a bad stdio line gets a JSON-RPC error (id null where unknown) and the session goes
+// on": ServeMCP on the SDK's line transport answers a line with trailing bytes with a
+// protocol_frame error and then answers the next request, as `libos serve` does.
+func TestServeMCPLineTransportSurvivesABadLine(t *testing.T) {
+	ctx := context.Background()
+	sys := open(t, t.TempDir())
+	img, err := libos.DefaultImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := sys.SpawnImage(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- sys.ServeMCP(ctx, pid, &mcp.IOTransport{Reader: inR, Writer: outW}, mcpserver.Options{})
+	}()
+	lines := bufio.NewScanner(outR)
+	lines.Buffer(nil, 1<<20)
+	send := func(s string) {
+		if _, err := io.WriteString(inW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() map[string]any {
+		if !lines.Scan() {
+			t.Fatalf("the session ended: %v", lines.Err())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+			t.Fatalf("not JSON: %q", lines.Bytes())
+		}
+		return m
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if m := read(); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}} x`)
+	m := read()
+	e, _ := m["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	if data["code"] != "protocol_frame" {
+		t.Fatalf("a line with trailing bytes: %v, want a protocol_frame error", m)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"after":"bad line"}}}`)
+	if m := read(); m["result"] == nil || fmt.Sprint(m["id"]) != "3" {
+		t.Fatalf("the session did not go on: %v", m)
+	}
+	inW.Close()
+	if err := <-served; err != nil {
+		t.Fatalf("ServeMCP: %v", err)
 	}
 }

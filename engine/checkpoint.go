@@ -200,7 +200,7 @@ func (k *Kernel) Checkpoint(ctx context.Context, pid string) (string, error) {
 		if err := tx.AddCheckpoint(store.Checkpoint{ID: id, PID: pid, EventSeq: head.Seq, Snapshot: raw}); err != nil {
 			return err
 		}
-		data, _ := json.Marshal(map[string]any{"checkpoint_id": id, "event_seq": head.Seq, "kv_entries": len(snap.KV),
+		data, _ := json.Marshal(map[string]any{"checkpoint_id": id, "by": "operator", "event_seq": head.Seq, "kv_entries": len(snap.KV),
 			"bindings": len(snap.Bindings), "capabilities": snap.Capabilities})
 		_, err = tx.Append(pid, EventCheckpointCreated, data)
 		return err
@@ -290,10 +290,10 @@ func (k *Kernel) Fork(ctx context.Context, id string) (string, error) {
 	if renamed == nil {
 		renamed = []map[string]string{}
 	}
-	forked, _ := json.Marshal(map[string]any{"parent": ck.PID, "checkpoint_id": id, "checkpoint_seq": ck.EventSeq,
+	forked, _ := json.Marshal(map[string]any{"parent": ck.PID, "by": "operator", "checkpoint_id": id, "checkpoint_seq": ck.EventSeq,
 		"bindings": renamed, "kv_entries": len(snap.KV), "capabilities": p.capStrings(), "projection": p.projection,
 		"image": img.Name, "image_version": img.Version, "image_sha256": img.Digest()})
-	child, _ := json.Marshal(map[string]any{"checkpoint_id": id, "child": p.pid})
+	child, _ := json.Marshal(map[string]any{"checkpoint_id": id, "child": p.pid, "by": "operator"})
 	p.mu.Lock()
 	err = k.st.Update(ctx, func(tx *store.Tx) error {
 		p.created = tx.Now()

@@ -41,6 +41,7 @@ var registry = []registered{
 	{"call_not_found", "tools", "The process has no tool call with that ID."},
 	{"call_unsettled", "tools", "The call has no settlement (it is open, or it was settled as unknown after a crash): there is no result to expect."},
 	{"canceled", "agent engine store wasm", "The caller's context was done (cancelled, or its deadline passed) before the work finished."},
+	{"candidate_discarded", "tools", "validate_jit_tool or register_jit_tool on a candidate the operator discarded; it keeps its record and can never be validated or registered."},
 	{"candidate_rejected", "tools", "register_jit_tool on a candidate whose validation failed."},
 	{"capability_denied", "syscalls", "The calling process does not hold the route's capability."},
 	{"closed", "store", "The store is closed."},

@@ -253,6 +253,12 @@ func (s *Server) askDuringCall(ctx context.Context, ss *mcp.ServerSession, by st
 func (s *Server) approvalContext(ctx context.Context, req *mcp.CallToolRequest, stateless bool) (context.Context, func() *engine.Approval, error) {
 	none := func() *engine.Approval { return nil }
 	elicit, by := clientOf(req, stateless)
+	if !s.mayDecide(req) {
+		// Without operator rights (auth.go) the client is neither asked nor heard:
+		// its call waits for the operator, as a client without elicitation's does.
+		return ctx, none, nil
+	}
+	by = s.decider(req, by)
 	if !stateless {
 		if elicit && req.Session != nil {
 			ctx = engine.WithApprovalAsker(ctx, s.askDuringCall(ctx, req.Session, by))

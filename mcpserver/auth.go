@@ -458,6 +458,31 @@ func (s *Server) audit(ctx context.Context, p *Principal, granted bool, refusal 
 	}
 }
 
+// mayDecide reports whether the client of req may answer an approval: on a server
+// without authorization any client may (it is the machine's own, on stdio or
+// loopback); on one with authorization, only a principal with operator rights.
+func (s *Server) mayDecide(req mcp.Request) bool {
+	if s.auth == nil {
+		return true
+	}
+	p := PrincipalOf(req)
+	return p != nil && p.Operator()
+}
+
+// decider adds to the client's name in an approval's DecidedBy the principal that
+// authenticated it (its method and subject, never a token), when there is one.
+func (s *Server) decider(req mcp.Request, by string) string {
+	p := PrincipalOf(req)
+	if p == nil {
+		return by
+	}
+	who := p.Subject
+	if who == "" {
+		who = p.ClientID
+	}
+	return by + " (" + p.Method + " " + liberr.Clip(who, 64) + ")"
+}
+
 // MetadataHandler serves the RFC 9728 protected-resource metadata of the served
 // process at /.well-known/oauth-protected-resource and at the same path followed by
 // the resource's path (/.well-known/oauth-protected-resource/mcp for a resource

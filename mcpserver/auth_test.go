@@ -40,6 +40,7 @@ type issuer struct {
 	keys    map[string]*ecdsa.PrivateKey // kid → key
 	publish []string                     // the kids the JWKS publishes
 	fetches int                          // JWKS fetches
+	down    bool                         // the JWKS answers 500
 }
 
 func newIssuer(t *testing.T) *issuer { return newIssuerB(t) }
@@ -61,6 +62,10 @@ func newIssuerB(t testing.TB) *issuer {
 		is.mu.Lock()
 		defer is.mu.Unlock()
 		is.fetches++
+		if is.down {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
 		var set jose.JSONWebKeySet
 		for _, kid := range is.publish {
 			set.Keys = append(set.Keys, jose.JSONWebKey{Key: is.keys[kid].Public(), KeyID: kid, Algorithm: string(jose.ES256), Use: "sig"})
@@ -494,6 +499,23 @@ func TestOAuthIssuerUnreachable(t *testing.T) {
 	g := grant{kid: "k1", iss: is.url, sub: "alice", aud: []string{p.audience}, scope: ScopeAllProcesses, exp: time.Hour}
 	if r := post(t, p.url, "Bearer "+is.mint(t, g)); r.status != http.StatusServiceUnavailable || r.body.Code != CodeAuthUnavailable {
 		t.Fatalf("got %d %+v, want 503 auth_unavailable", r.status, r.body)
+	}
+
+	// An issuer that fails is asked once per refresh interval, not once per request.
+	is.mu.Lock()
+	is.down = true
+	is.mu.Unlock()
+	p2 := serveProtected(t, func(pid, aud string) AuthConfig {
+		return AuthConfig{OAuth: &OAuthConfig{Issuer: is.url, Audience: aud}}
+	})
+	g.aud = []string{p2.audience}
+	for range 3 {
+		if r := post(t, p2.url, "Bearer "+is.mint(t, g)); r.status != http.StatusServiceUnavailable || r.body.Code != CodeAuthUnavailable {
+			t.Fatalf("got %d %+v, want 503 auth_unavailable", r.status, r.body)
+		}
+	}
+	if n := is.jwksFetches(); n != 1 {
+		t.Fatalf("the failing JWKS was fetched %d times for 3 requests, want 1", n)
 	}
 }
 

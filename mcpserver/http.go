@@ -81,6 +81,17 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 			_, _ = w.Write(out)
 			return
 		}
+		if resp := s.extensionResponse(m); resp != nil {
+			// A method of an extension the SDK does not know (skills/list, skills/get).
+			if h := r.Header.Get("Mcp-Method"); h != "" && h != m.method {
+				http.Error(w, "mcp: the Mcp-Method header does not match the body's method", http.StatusBadRequest)
+				return
+			}
+			out, _ := jsonrpc.EncodeMessage(resp)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(out)
+			return
+		}
 		if m.method != "subscriptions/listen" {
 			s.posts.Add(1)
 			defer s.posts.Done()

@@ -28,6 +28,11 @@ type Server struct {
 	unsub    func()
 	hmacKey  []byte // authenticates requestState (approval.go), read from the store once
 
+	// resMu guards what syncResources last served (resources.go).
+	resMu     sync.Mutex
+	resSynced bool
+	resHidden bool
+
 	// posts counts the HTTP POSTs in flight (see Handler and Wait).
 	posts sync.WaitGroup
 
@@ -63,12 +68,19 @@ func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
 		// list_changed: registering a JIT tool changes the list.
 		// Prompts are stated too: the SDK answers prompts/list (with an empty list),
 		// and a server that answers a method declares its capability.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Prompts: &mcp.PromptCapabilities{}},
+		// Resources and the Skills extension: the audit log, the candidates and the
+		// image's Skills (resources.go).
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Prompts: &mcp.PromptCapabilities{},
+			Resources: &mcp.ResourceCapabilities{ListChanged: true}, Extensions: map[string]any{skillsExtension: map[string]any{}}},
 	})
 	s.srv.AddReceivingMiddleware(s.intercept)
 	if err := s.sync(false); err != nil {
 		return nil, err
 	}
+	if err := s.addSkills(); err != nil {
+		return nil, err
+	}
+	s.syncResources()
 	s.unsub = k.OnToolsChanged(func(changed string) {
 		if changed != pid {
 			return
@@ -76,6 +88,7 @@ func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
 		if err := s.sync(true); err != nil {
 			s.log.Error("mcp: could not refresh the tool list", "pid", pid, "err", err)
 		}
+		s.syncResources()
 	})
 	return s, nil
 }

@@ -73,10 +73,12 @@ type oauthVerifier struct {
 	skew             time.Duration
 	refresh          time.Duration
 
-	mu      sync.Mutex
-	jwksURL string // configured or discovered
-	keys    *jose.JSONWebKeySet
-	fetched time.Time
+	mu        sync.Mutex
+	jwksURL   string // configured or discovered
+	keys      *jose.JSONWebKeySet
+	fetched   time.Time // the last successful fetch
+	attempted time.Time // the last fetch, successful or not
+	lastErr   error     // the last fetch's failure
 }
 
 func newOAuthVerifier(c OAuthConfig) (*oauthVerifier, error) {
@@ -209,8 +211,10 @@ func algNames() string {
 
 // keysFor returns the issuer's keys with id kid (every key when the token names
 // none). The keys are cached; they are fetched again when they are older than
-// keysMaxAge, or when kid is not among them and the last fetch is older than the
-// refresh interval (the issuer rotated its keys).
+// keysMaxAge, or when kid is not among them (the issuer rotated its keys), but never
+// twice within the refresh interval, whether the last fetch succeeded or not: tokens
+// with made-up key ids, or an issuer that is down, do not turn every request into a
+// request to the issuer.
 func (v *oauthVerifier) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -224,16 +228,19 @@ func (v *oauthVerifier) keysFor(ctx context.Context, kid string) ([]jose.JSONWeb
 		return v.keys.Key(kid)
 	}
 	now := time.Now()
-	stale := v.keys == nil || now.Sub(v.fetched) > keysMaxAge
 	found := lookup()
-	if stale || (len(found) == 0 && now.Sub(v.fetched) >= v.refresh) {
-		if err := v.fetchKeys(ctx); err != nil {
-			if v.keys == nil {
-				return nil, err
-			}
-			// Keep serving with the keys already known; the failure is the issuer's.
-		}
+	due := v.keys == nil || now.Sub(v.fetched) > keysMaxAge || len(found) == 0
+	if due && (v.attempted.IsZero() || now.Sub(v.attempted) >= v.refresh) {
+		v.attempted = now
+		v.lastErr = v.fetchKeys(ctx)
+		// On a failure the keys already known stay in use; the failure is the issuer's.
 		found = lookup()
+	}
+	if v.keys == nil {
+		if v.lastErr != nil {
+			return nil, v.lastErr
+		}
+		return nil, liberr.New(layerName, CodeAuthUnavailable, "oauth: the keys of issuer %s are not fetched yet", v.issuer)
 	}
 	if len(found) == 0 {
 		return nil, liberr.New(layerName, CodeTokenInvalid, "the access token names key %q, which issuer %s does not publish", liberr.Clip(kid, 100), v.issuer)

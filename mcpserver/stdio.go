@@ -142,6 +142,12 @@ func (c *stdioConn) handle(line []byte, over bool) {
 		c.write(append(c.s.refuse(ctx, line, r), '\n'))
 		return
 	}
+	if resp := c.s.extensionResponse(m); resp != nil {
+		if out, err := jsonrpc.EncodeMessage(resp); err == nil {
+			c.write(append(out, '\n'))
+		}
+		return
+	}
 	if m.method == "notifications/cancelled" {
 		// A cancelled request may go unanswered (MCP's cancellation): stop waiting.
 		var p struct {

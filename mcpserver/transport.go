@@ -48,8 +48,14 @@ func (c *wrappedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			// Params that are not JSON: the SDK refuses them itself.
 			return msg, nil
 		}
-		_, rej := checkMessage(raw)
+		m, rej := checkMessage(raw)
 		if rej == nil {
+			if resp := c.s.extensionResponse(m); resp != nil {
+				if err := c.Connection.Write(ctx, resp); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			return msg, nil
 		}
 		answer := c.s.refuse(ctx, raw, rej)

@@ -120,6 +120,24 @@ func (p *Policy) flowTo(labels []string, sink string, host *target) *Error {
 	return nil
 }
 
+// ExportForbidden returns the first of labels that the image's rules keep from an
+// exported tape, and whether there is one. An exported tape copies a call's arguments,
+// results and syscall values out of the process, where no sink is checked again, so a
+// label may be exported only when no rule names it: any rule (a deny of any sink, an
+// allow_hosts) restricts where the data may go, and a file goes anywhere. A rule that
+// restricts nothing but export says deny: [export]. A nil Policy has no rules.
+func (p *Policy) ExportForbidden(labels []string) (string, bool) {
+	if p == nil {
+		return "", false
+	}
+	for _, l := range labels {
+		if _, ok := p.rules[l]; ok {
+			return l, true
+		}
+	}
+	return "", false
+}
+
 func patterns(ps []hostPattern) string {
 	s := make([]string, len(ps))
 	for i, p := range ps {

@@ -99,6 +99,9 @@ const (
 	SinkKVPut     = "kv.put"
 	SinkToolsCall = "tools.call"
 	SinkModel     = "model"
+	// SinkExport is a tape exported from a call's journal (libos tape): a copy of the
+	// call's values that leaves the process, where no sink is checked again.
+	SinkExport = "export"
 )
 
 var sinks = map[string]string{
@@ -106,6 +109,7 @@ var sinks = map[string]string{
 	SinkKVPut:     "a kv key whose own labels do not include it",
 	SinkToolsCall: "a tool the image marks external",
 	SinkModel:     "the tool's result returned to the model",
+	SinkExport:    "a tape exported from the journal (libos tape)",
 }
 
 // Defaults and bounds of NetSpec.
@@ -381,7 +385,7 @@ func CompilePolicy(spec PolicySpec) (*Policy, []PolicyProblem) {
 		fr := &flowRule{deny: map[string]bool{}}
 		for j, s := range r.Deny {
 			if _, ok := sinks[s]; !ok {
-				add(at+"/deny/"+strconv.Itoa(j), "%q is not a sink (net.fetch, kv.put, tools.call, model)", s)
+				add(at+"/deny/"+strconv.Itoa(j), "%q is not a sink (net.fetch, kv.put, tools.call, model, export)", s)
 				continue
 			}
 			fr.deny[s] = true

@@ -279,11 +279,9 @@ func TestClockExampleTapeFile(t *testing.T) {
 	}
 }
 
-// Issue convention for tapes: "For a known route, a tape entry's args and result must
-// match the route's argument and result schemas and an error must use one of the
-// route's real error codes; otherwise validation fails with a typed, positioned
-// error." JIT authoring Skill: the tape stands in for production, so it may only
-// answer what production could.
+// JIT authoring Skill: "An entry must answer what production could: its args and
+// result match the route's schemas and an error uses one of the route's codes."
+// Otherwise validation fails with a typed error positioned at the entry's field.
 func TestTapeEntriesMatchTheirRoute(t *testing.T) {
 	for _, tc := range []struct{ rule, tape, path string }{
 		{"a clock.now result without unix_seconds", `[{"name":"clock.now","result":{"iso8601":"2026-01-02T03:04:05+00:00","timezone":"UTC"}}]`, "/0/result"},

@@ -175,7 +175,10 @@ type testCase struct {
 	args     json.RawMessage // compact JSON object
 	argsV    any
 	expected any
-	tape     []syscalls.TapeEntry
+	// expectErr is the code of the refusal the test expects instead of a value
+	// (expected_error), or "".
+	expectErr string
+	tape      []syscalls.TapeEntry
 }
 
 // CheckProposal runs the checks propose_jit_tool makes before it persists anything:
@@ -276,7 +279,11 @@ func compileSchema(which string, raw json.RawMessage, lim Limits) (*jsonschema.S
 	return s, doc, nil
 }
 
-var testFields = []string{"args", "expected", "syscalls"}
+var (
+	testFields   = []string{"args", "expected", "expected_error", "syscalls"}
+	testRequired = []string{"args", "syscalls"}
+	errorCodeRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+)
 
 func parseTests(raw json.RawMessage, lim Limits) ([]testCase, *Error) {
 	if len(raw) == 0 {
@@ -313,7 +320,7 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 	if !ok {
 		return testCase{}, errorf(CodeInvalidTest, "a test is a JSON object {args, expected, syscalls}, got %s", jsonexact.KindOf(v))
 	}
-	if e := exactFields(obj, testFields, testFields); e != nil {
+	if e := exactFields(obj, testFields, testRequired); e != nil {
 		var te *Error
 		errors.As(e, &te)
 		te.Code = CodeInvalidTest
@@ -327,6 +334,21 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 		return testCase{}, errorf(CodeInvalidTest, `"args" must be a JSON object (tool arguments are always an object), got %s`, jsonexact.KindOf(obj["args"]))
 	}
 	tc := testCase{args: compact(raw["args"]), argsV: obj["args"], expected: obj["expected"]}
+	_, hasExpected := obj["expected"]
+	expErr, hasErr := obj["expected_error"]
+	switch {
+	case hasExpected && hasErr:
+		return testCase{}, errorf(CodeInvalidTest, `a test has "expected" (the returned value) or "expected_error" (the refusal), not both`)
+	case !hasExpected && !hasErr:
+		return testCase{}, errorf(CodeInvalidTest, `missing field "expected" (the returned value; or "expected_error" for an expected refusal)`)
+	case hasErr:
+		m, ok := expErr.(map[string]any)
+		code, _ := m["code"].(string)
+		if !ok || len(m) != 1 || !errorCodeRE.MatchString(code) {
+			return testCase{}, errorf(CodeInvalidTest, `"expected_error" must be {"code": "<error code>"}, the code the call fails with`)
+		}
+		tc.expectErr = code
+	}
 	if _, ok := obj["syscalls"].([]any); !ok {
 		return testCase{}, errorf(CodeInvalidTest, `"syscalls" must be an array of tape entries, got %s`, jsonexact.KindOf(obj["syscalls"]))
 	}

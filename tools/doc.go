@@ -51,6 +51,10 @@
 // Binding (scope ephemeral_process, tool_ + 128 random bits) and a jit_registered
 // event. It returns {tool_id, name, scope}.
 //
+// The operator's JIT.Discard moves a candidate that was never registered to state
+// discarded (a jit_discarded event by the operator in the same batch); validation and
+// registration refuse it from then on with candidate_discarded.
+//
 // Missing, malformed and other processes' candidates all get the same not_found.
 // Every refusal is a typed *Error whose code the engine records in the call's
 // tool_failed event.

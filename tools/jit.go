@@ -334,6 +334,9 @@ func (j *JIT) validate(ctx context.Context, call *engine.Call) (json.RawMessage,
 	if err != nil {
 		return nil, err
 	}
+	if c.State == StateDiscarded {
+		return nil, discarded(c)
+	}
 	if c.State != StateProposed {
 		return nil, &Error{Code: CodeAlreadySettled, CandidateID: id,
 			Message: settled(c) + "; validation is not re-run: propose a corrected candidate instead"}
@@ -389,7 +392,12 @@ func (j *JIT) validateAndRecord(ctx context.Context, pid string, c store.Candida
 		if err != nil {
 			return err
 		}
-		if cur.State != StateProposed {
+		switch cur.State {
+		case StateProposed:
+		case StateDiscarded:
+			refusal = discarded(cur)
+			return refusal
+		default:
 			refusal = &Error{Code: CodeAlreadySettled, CandidateID: c.ID, Message: settled(cur) + "; validation is not re-run"}
 			return refusal
 		}
@@ -461,6 +469,8 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 		return nil, &Error{Code: CodeAlreadyRegistered, CandidateID: id, Message: settled(c) + "; a candidate is registered once"}
 	case StateRejected:
 		return nil, &Error{Code: CodeCandidateRejected, CandidateID: id, Message: settled(c) + "; only an ok validation is eligible: propose a corrected candidate"}
+	case StateDiscarded:
+		return nil, discarded(c)
 	case StateProposed, StateValidated:
 	default:
 		return nil, errorf(CodeStorage, "candidate %s has unknown state %q", id, c.State)
@@ -495,8 +505,12 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 			return err
 		}
 		if cur.State != StateValidated {
-			refusal = &Error{Code: CodeAlreadyRegistered, CandidateID: id, Message: settled(cur)}
-			if cur.State != StateRegistered {
+			switch cur.State {
+			case StateRegistered:
+				refusal = &Error{Code: CodeAlreadyRegistered, CandidateID: id, Message: settled(cur)}
+			case StateDiscarded:
+				refusal = discarded(cur)
+			default:
 				refusal = &Error{Code: CodeCandidateRejected, CandidateID: id, Message: settled(cur)}
 			}
 			return refusal

@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -76,6 +77,28 @@ secrets:
 		}
 		if strings.Contains(out, value) || !strings.Contains(out, `{{secret:API_TOKEN}}`) {
 			t.Fatalf("the echoed value must come back as its placeholder: %s", out)
+		}
+	})
+	// "it never writes a secret value (placeholders stay placeholders)": the tape of
+	// a call that sent the secret by reference holds the reference, in the syscall's
+	// arguments, in its recorded result and in expected.
+	t.Run("an exported tape keeps the placeholder", func(t *testing.T) {
+		call, err := w.callID(t, pid, "authed", fmt.Sprintf(`{"url":%q,"headers":{"Authorization":"Bearer {{secret:API_TOKEN}}"}}`, api.URL+"/me"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc, err := tools.ExportTape(w.st, pid, call)
+		if err != nil {
+			t.Fatalf("export: %v", err)
+		}
+		b, _ := json.Marshal(tc)
+		results = append(results, string(b))
+		if len(tc.Syscalls) != 1 || !strings.Contains(string(tc.Syscalls[0].Args), `"Bearer {{secret:API_TOKEN}}"`) ||
+			!strings.Contains(string(tc.Syscalls[0].Result), `{{secret:API_TOKEN}}`) || !strings.Contains(string(tc.Expected), `{{secret:API_TOKEN}}`) {
+			t.Fatalf("the exported tape does not keep the placeholder: %s", b)
+		}
+		if strings.Contains(string(b), value) {
+			t.Fatalf("the exported tape holds the secret value: %s", b)
 		}
 	})
 	t.Run("a secret is refused for a host that is not one of its hosts", func(t *testing.T) {

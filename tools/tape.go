@@ -39,11 +39,31 @@ const (
 )
 
 // TestCase is one validation test, {args, expected, syscalls}: what `libos tape`
-// exports and a candidate's tests hold.
+// exports and a candidate's tests hold. A test of a call that fails has
+// expected_error, {"code": …}, the refusal, instead of expected.
 type TestCase struct {
-	Args     json.RawMessage      `json:"args"`
-	Expected json.RawMessage      `json:"expected"`
-	Syscalls []syscalls.TapeEntry `json:"syscalls"`
+	Args          json.RawMessage      `json:"args"`
+	Expected      json.RawMessage      `json:"expected,omitempty"`
+	ExpectedError *ExpectedError       `json:"expected_error,omitempty"`
+	Syscalls      []syscalls.TapeEntry `json:"syscalls"`
+}
+
+// ExpectedError is the refusal a test expects: the code the call fails with.
+type ExpectedError struct {
+	Code string `json:"code"`
+}
+
+// afterReturn says whether a failure with code (and reason) came after the tool's code
+// returned: the engine's output-schema and result-size checks, which a test does not
+// exercise, or the host failing. Such a failure cannot be a test's expected refusal.
+func afterReturn(code, reason string) bool {
+	switch code {
+	case string(engine.CodeOutputInvalid), string(CodeStorage), string(CodeToolFailed), "canceled", "":
+		return true
+	case string(CodeLimitExceeded):
+		return strings.Contains(reason, "result limit")
+	}
+	return false
 }
 
 // storedCall is one tool call as the store keeps it: its tool_called event, its
@@ -238,11 +258,16 @@ func labels(js []store.JournalEntry) []string {
 //
 // It refuses, with an *Error whose code names the reason, a call that does not exist
 // (call_not_found), is unsettled (call_unsettled), is of a built-in tool
-// (not_jit_tool), failed (not_replayable: a test expects a value), has a truncated
+// (not_jit_tool), failed after its code returned (not_replayable: the output schema
+// or the result limit refused it, which a test does not exercise), has a truncated
 // journal (journal_truncated), saw labelled data (export_forbidden), or cannot be
 // expressed as a tape (not_replayable, journal_corrupt). Arguments are exported as
 // the code sent them: a secret is never in them, since secrets are passed by
 // reference and the reference stays a reference.
+//
+// A call whose code failed (an uncaught refused syscall, a JavaScript error, a limit
+// of the sandbox) exports expected_error with the code it failed with, the refusal
+// validation then expects.
 func ExportTape(st *store.Store, pid, callID string) (TestCase, error) {
 	c, err := findCall(st, pid, callID)
 	if err != nil {
@@ -257,20 +282,63 @@ func exportCall(st *store.Store, c *storedCall) (TestCase, error) {
 		return TestCase{}, err
 	}
 	if ls := labels(js); len(ls) > 0 {
-		return TestCase{}, errorf(CodeExportForbidden, "call %s saw data labelled %s, which the image's data-flow rules keep inside the process", c.id, strings.Join(ls, ", "))
-	}
-	if c.settlement != store.EventToolResult {
-		return TestCase{}, errorf(CodeNotReplayable, "call %s of %s failed with %s: a test expects a returned value", c.id, c.tool, c.failCode)
-	}
-	res, err := st.ToolResult(c.pid, c.id)
-	if err != nil {
-		return TestCase{}, storageErr("read the result of "+c.id, err)
+		pol, err := exportPolicy(st, c.pid)
+		if err != nil {
+			// Rules that cannot be read cannot allow anything.
+			return TestCase{}, errorf(CodeExportForbidden, "call %s saw data labelled %s, and the data-flow rules of its image cannot be read (%v)", c.id, strings.Join(ls, ", "), err)
+		}
+		if l, forbidden := pol.ExportForbidden(ls); forbidden {
+			return TestCase{}, errorf(CodeExportForbidden, "call %s saw data labelled %s, which the image's data-flow rules keep from leaving the process (an exported tape goes where no rule is checked)", c.id, l)
+		}
 	}
 	args := c.args
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
+	if c.settlement != store.EventToolResult {
+		if afterReturn(c.failCode, c.failReason) {
+			return TestCase{}, errorf(CodeNotReplayable, "call %s of %s failed with %s after its code ran (%s): a test cannot expect that refusal",
+				c.id, c.tool, orNone(c.failCode), liberr.Clip(c.failReason, 200))
+		}
+		return TestCase{Args: args, ExpectedError: &ExpectedError{Code: c.failCode}, Syscalls: tape}, nil
+	}
+	res, err := st.ToolResult(c.pid, c.id)
+	if err != nil {
+		return TestCase{}, storageErr("read the result of "+c.id, err)
+	}
 	return TestCase{Args: args, Expected: res.Structured, Syscalls: tape}, nil
+}
+
+// exportPolicy compiles the data-flow rules of the image process pid was created
+// from, as its record keeps it. A record without an image has no rules.
+func exportPolicy(st *store.Store, pid string) (*syscalls.Policy, error) {
+	rec, err := st.Process(pid)
+	if err != nil {
+		return nil, err
+	}
+	var pr struct {
+		Image *struct{ syscalls.PolicySpec } `json:"image"`
+	}
+	if len(rec.Image) > 0 {
+		if err := json.Unmarshal(rec.Image, &pr); err != nil {
+			return nil, err
+		}
+	}
+	if pr.Image == nil {
+		return nil, nil
+	}
+	pol, probs := syscalls.CompilePolicy(pr.Image.PolicySpec)
+	if len(probs) > 0 {
+		return nil, fmt.Errorf("%d problems in the stored policy, the first at %s: %s", len(probs), probs[0].At, probs[0].Message)
+	}
+	return pol, nil
+}
+
+func orNone(code string) string {
+	if code == "" {
+		return "no code"
+	}
+	return code
 }
 
 // CallTool names the tool of call callID of process pid.

@@ -57,7 +57,7 @@ func codeIs(err error, code tools.Code) bool {
 	return errors.As(err, &te) && te.Code == code
 }
 
-// The issue's convention, end to end: "A registered tool that reads the clock and kv:
+// Turning real calls into tests, end to end: "A registered tool that reads the clock and kv:
 // call it live, export its tape, validate the candidate with the exported test
 // appended (passes), change one line of the tool's logic and replay (reported
 // different, with the diff)."
@@ -206,19 +206,76 @@ func TestExportRefusals(t *testing.T) {
 		}
 	})
 
-	t.Run("failed call", func(t *testing.T) {
+	// "its returned value as expected (or the expected refusal)": a call that failed
+	// with a typed error exports expected_error, and validation of the candidate with
+	// that test passes; changing the expected code makes it fail.
+	t.Run("failed call: exported as its expected refusal", func(t *testing.T) {
 		pid := w.registerCandidate(t, cand, "clock:now") // no kv:read: the call fails
 		call, err := w.callID(t, pid, "clock_visits", `{"timezone":"UTC"}`)
-		if err == nil {
-			t.Fatal("the call should fail without kv:read")
+		if codeOf(err) != "capability_denied" {
+			t.Fatalf("the call should fail with capability_denied without kv:read: %v", err)
 		}
-		if _, err := tools.ExportTape(w.st, pid, call); !codeIs(err, tools.CodeNotReplayable) {
+		tc, err := tools.ExportTape(w.st, pid, call)
+		if err != nil {
 			t.Fatalf("export of a failed call: %v", err)
+		}
+		if tc.Expected != nil || tc.ExpectedError == nil || tc.ExpectedError.Code != "capability_denied" ||
+			len(tc.Syscalls) != 2 || tc.Syscalls[1].Error == nil || tc.Syscalls[1].Error.Code != "capability_denied" {
+			b, _ := json.Marshal(tc)
+			t.Fatalf("the exported refusal: %s", b)
+		}
+		b, _ := json.Marshal(tc)
+		if !strings.Contains(string(b), `"expected_error":{"code":"capability_denied"}`) || strings.Contains(string(b), `"expected":`) {
+			t.Fatalf("the exported form: %s", b)
+		}
+		validate := func(test []byte) tools.Report {
+			c, err := tools.ParseCandidate([]byte(withField(t, cand, "tests", "["+string(test)+"]")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w.jit.Validator().Validate(ctx, c)
+		}
+		if rep := validate(b); !rep.OK || len(rep.Tests) != 1 || !rep.Tests[0].OK {
+			t.Fatalf("the candidate with the exported refusal must validate: %s", mustJSON(rep))
+		}
+		wrong := strings.Replace(string(b), `"code":"capability_denied"}`, `"code":"approval_denied"}`, 1)
+		if rep := validate([]byte(wrong)); rep.OK || rep.Errors[0].Code != tools.CodeExpectedMismatch {
+			t.Fatalf("another expected refusal must fail: %s", mustJSON(rep))
 		}
 		// The failure replays: the refusal the code did not catch is the same.
 		r, err := tools.Replay(ctx, w.st, sandbox(t), pid, call, tools.ReplayOptions{})
 		if err != nil || r.Verdict != tools.VerdictSame {
 			t.Fatalf("replay of a failed call: %+v %v", r, err)
+		}
+	})
+
+	t.Run("a failure after the code returned is not a test", func(t *testing.T) {
+		strict := withField(t, cand, "output_schema", `{"type":"object","properties":{"never":{"type":"string"}},"required":["never"]}`)
+		strict = withField(t, strict, "tests", `[]`)
+		pid := w.registerCandidate(t, strict, "clock:now", "kv:read", "kv:write")
+		call, err := w.callID(t, pid, "clock_visits", `{"timezone":"UTC"}`)
+		if codeOf(err) != "output_invalid" {
+			t.Fatalf("the call should fail its output schema: %v", err)
+		}
+		if _, err := tools.ExportTape(w.st, pid, call); !codeIs(err, tools.CodeNotReplayable) {
+			t.Fatalf("export of an output_invalid call: %v", err)
+		}
+	})
+
+	t.Run("a test has expected or expected_error, never both, and a code", func(t *testing.T) {
+		for _, bad := range []string{
+			`{"args":{},"expected":{},"expected_error":{"code":"capability_denied"},"syscalls":[]}`,
+			`{"args":{},"syscalls":[]}`,
+			`{"args":{},"expected_error":{"code":"Not A Code"},"syscalls":[]}`,
+			`{"args":{},"expected_error":{"code":"capability_denied","message":"x"},"syscalls":[]}`,
+		} {
+			c, err := tools.ParseCandidate([]byte(withField(t, cand, "tests", "["+bad+"]")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tools.CheckProposal(c, tools.Limits{}); !codeIs(err, tools.CodeInvalidTest) {
+				t.Errorf("test %s: %v, want invalid_test", bad, err)
+			}
 		}
 	})
 }

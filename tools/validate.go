@@ -221,7 +221,7 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 			r.addWarning(Diagnostic{Code: WarnArgsSchema, Test: intp(i),
 				Message: fmt.Sprintf("test %d: the input schema would reject these args at call time (tests do not exercise schemas): %s", i, msg)})
 		}
-		if msg := schemaFinding(p.out, tc.expected); msg != "" {
+		if msg := schemaFinding(p.out, tc.expected); tc.expectErr == "" && msg != "" {
 			r.addWarning(Diagnostic{Code: WarnExpectedSchema, Test: intp(i),
 				Message: fmt.Sprintf("test %d: the output schema would reject this expected value at call time (tests do not exercise schemas): %s", i, msg)})
 		}
@@ -395,7 +395,8 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 		}
 		return fail(syscalls.CodeTapeInvalid, strings.TrimPrefix(err.Error(), "syscalls: "), nil, "")
 	}
-	res, runErr := v.sandbox.Run(ctx, prog.Source, tc.args, tape,
+	w := &watch{inner: tape}
+	res, runErr := v.sandbox.Run(ctx, prog.Source, tc.args, w,
 		wasm.Options{Limits: v.run, Seed: ValidationSeed})
 	if res != nil {
 		for _, l := range res.Logs {
@@ -413,6 +414,22 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 	// program did not catch the rejection); a caught mismatch fails the test too.
 	if te != nil && te.Code != syscalls.CodeTapeLeftover {
 		return fail(string(te.Code), strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
+	}
+	if tc.expectErr != "" {
+		// An expected refusal: the call must fail, with that code, as production
+		// would report it (an uncaught refused syscall keeps the syscall's code).
+		if te != nil { // leftovers
+			return fail(string(te.Code), strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
+		}
+		if runErr == nil {
+			tr.Observed = observed(res.Value)
+			return fail(CodeExpectedMismatch, fmt.Sprintf("returned a value; expected the refusal %s", tc.expectErr), nil, "")
+		}
+		if got := codeOf(runError("the program", runErr, w.denied.Load())); got != tc.expectErr {
+			return fail(CodeExpectedMismatch, fmt.Sprintf("failed with %s; expected the refusal %s: %s", got, tc.expectErr, runErr.Error()), nil, "")
+		}
+		tr.OK = true
+		return tr
 	}
 	if runErr != nil {
 		var we *wasm.Error

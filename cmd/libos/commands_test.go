@@ -33,6 +33,15 @@ func TestDemo(t *testing.T) {
 			t.Errorf("the demo never shows %q", want)
 		}
 	}
+	// The demo runs the protocol-diagnostics workflow end to end under the default
+	// image ("echo, then the real target tool, then a registered JIT tool") and shows a
+	// refused big number and a refused Date.now().
+	for _, want := range []string{"The protocol-diagnostics Skill's workflow", "no tool is taken away", "step 4, the real target tool",
+		"number_inexact", "ambient_clock"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the demo's diagnostics workflow never shows %q", want)
+		}
+	}
 	last := r.stdout[strings.LastIndex(r.stdout, "\n== "):]
 	if !strings.Contains(last, `"name":"clock_now"`) || !strings.Contains(last, `"syscalls": [`) || !strings.Contains(last, "clock_now: same") {
 		t.Errorf("the demo's last section is not a clock call, its tape and a replay that says same:\n%s", last)

@@ -15,7 +15,8 @@
 // (the store's one live process of the image, else a new one), and the operator
 // channel: a Unix socket in a directory private to the user (opsocket.go), on which a
 // running 'libos serve' answers the kernel's operator calls (approvals, grants, process
-// lists, event logs) for the other commands, since the store admits one process at a
+// lists, event logs, and the host's cleanup: bindings, revoke-tool, pause, resume,
+// kill, checkpoint, fork, candidate discard) for the other commands, since the store admits one process at a
 // time.
 //
 // What it must not touch: arguments and results are never checked or reshaped here

@@ -387,9 +387,8 @@ log is shorter than SEQ or its event SEQ has another hash.`,
 				}
 				anchor = &a
 			}
-			var info engine.ProcessInfo
-			if err := e.op(ctx, opRequest{Op: "process", PID: pid}, &info); err != nil {
-				return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
+			if err := e.knownProcess(ctx, pid); err != nil {
+				return err
 			}
 			if printHead {
 				return e.printHead(ctx, pid)
@@ -468,22 +467,37 @@ log is shorter than SEQ or its event SEQ has another hash.`,
 
 func newCandidatesCmd(e *env) *cobra.Command {
 	var asJSON bool
+	var discard, reason string
 	c := &cobra.Command{
 		Use:   "candidates PID",
 		Short: "List the JIT tool candidates of a process and their validation evidence",
 		Long: `candidates lists the JIT tool candidates process PID proposed: ID, name, state
-(proposed, validated, rejected, registered) and the outcome of each validation attempt.
---json prints the whole records, source and evidence included.`,
+(proposed, validated, rejected, registered, discarded) and the outcome of each
+validation attempt. --json prints the whole records, source and evidence included.
+
+--discard ID discards candidate ID of PID, one that was never registered: it keeps its
+record, and validate_jit_tool and register_jit_tool refuse it from then on
+(candidate_discarded). A jit_discarded event records it, by the operator, with --reason.`,
 		Example: `  libos candidates pid_0123...
-  libos candidates pid_0123... --json | jq '.[0].validations'`,
+  libos candidates pid_0123... --json | jq '.[0].validations'
+  libos candidates pid_0123... --discard tcand_0123... --reason "superseded"`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: pidArgs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pid := args[0]
+			if discard != "" {
+				if err := e.op(cmd.Context(), opRequest{Op: "discard_candidate", PID: pid, ID: discard, Reason: reason}, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "discarded %s: %s\n", pid, printable(discard))
+				return nil
+			}
+			if cmd.Flags().Changed("reason") {
+				return usageErr("--reason goes with --discard ID")
+			}
 			{
-				var info engine.ProcessInfo
-				if err := e.op(cmd.Context(), opRequest{Op: "process", PID: pid}, &info); err != nil {
-					return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
+				if err := e.knownProcess(cmd.Context(), pid); err != nil {
+					return err
 				}
 				var cands []store.Candidate
 				if err := e.op(cmd.Context(), opRequest{Op: "candidates", PID: pid}, &cands); err != nil {
@@ -516,7 +530,28 @@ func newCandidatesCmd(e *env) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the full candidate records as JSON")
+	c.Flags().StringVar(&discard, "discard", "", "discard candidate `ID` of the process (never a registered one)")
+	c.Flags().StringVar(&reason, "reason", "discarded by the operator", "with --discard: why, as the jit_discarded event records it")
 	return c
+}
+
+// knownProcess refuses a PID the store does not hold. A killed process is known: its
+// log and candidates stay readable.
+func (e *env) knownProcess(ctx context.Context, pid string) error {
+	var info engine.ProcessInfo
+	err := e.op(ctx, opRequest{Op: "process", PID: pid}, &info)
+	if err == nil {
+		return nil
+	}
+	var all []engine.ProcessInfo
+	if lerr := e.op(ctx, opRequest{Op: "processes"}, &all); lerr == nil {
+		for _, p := range all {
+			if p.PID == pid {
+				return nil
+			}
+		}
+	}
+	return usageErr("process %s: %v (list processes with 'libos ps')", pid, err)
 }
 
 // headAnchor is a head exported by --head: a sequence number and the hash of that event.

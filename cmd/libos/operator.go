@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	los "github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/store"
@@ -47,8 +48,9 @@ type opError struct {
 	Details []engine.Detail `json:"details,omitempty"`
 }
 
-// operate runs one operator call on k.
-func operate(ctx context.Context, k *engine.Kernel, r opRequest) (any, error) {
+// operate runs one operator call on sys.
+func operate(ctx context.Context, sys *los.System, r opRequest) (any, error) {
+	k := sys.Kernel
 	switch r.Op {
 	case "approve":
 		return nil, k.Approve(ctx, r.ID)
@@ -78,6 +80,29 @@ func operate(ctx context.Context, k *engine.Kernel, r opRequest) (any, error) {
 		return nil, k.VerifyLog(r.PID)
 	case "candidates":
 		return k.Candidates(r.PID)
+	case "bindings":
+		// A killed process keeps its bindings' records; an unknown PID is an error,
+		// not an empty list.
+		if _, err := sys.Store().Process(r.PID); errors.Is(err, store.ErrNotFound) {
+			return nil, &engine.Error{Layer: "engine", Code: engine.CodeUnknownProcess, Message: fmt.Sprintf("no process %q", r.PID)}
+		}
+		return k.Bindings(r.PID)
+	case "revoke_tool":
+		return nil, k.RevokeBinding(ctx, r.PID, r.Name, r.Reason)
+	case "pause":
+		return nil, k.Pause(ctx, r.PID)
+	case "resume":
+		return nil, k.Resume(ctx, r.PID)
+	case "kill":
+		return nil, k.Kill(ctx, r.PID)
+	case "checkpoint":
+		id, err := k.Checkpoint(ctx, r.PID)
+		return map[string]string{"checkpoint_id": id}, err
+	case "fork":
+		pid, err := k.Fork(ctx, r.ID)
+		return map[string]string{"pid": pid}, err
+	case "discard_candidate":
+		return nil, sys.DiscardCandidate(ctx, r.PID, r.ID, r.Reason)
 	}
 	return nil, fmt.Errorf("unknown operator call %q", r.Op)
 }
@@ -85,7 +110,7 @@ func operate(ctx context.Context, k *engine.Kernel, r opRequest) (any, error) {
 // serveOperator answers operator calls for k on the socket of dir until stop is
 // called. The socket is private to the user (see listenOperator); when it cannot be,
 // the server runs without it and says why.
-func serveOperator(ctx context.Context, e *env, k *engine.Kernel, dir string) (stop func()) {
+func serveOperator(ctx context.Context, e *env, sys *los.System, dir string) (stop func()) {
 	ln, err := listenOperator(dir)
 	if err != nil {
 		e.log.Warn("no operator channel: approve, deny, grant and revoke will not reach this server", "err", err)
@@ -102,7 +127,7 @@ func serveOperator(ctx context.Context, e *env, k *engine.Kernel, dir string) (s
 			_ = json.NewEncoder(w).Encode(opError{Code: "invalid_request", Message: err.Error()})
 			return
 		}
-		out, err := operate(req.Context(), k, r)
+		out, err := operate(req.Context(), sys, r)
 		if err != nil {
 			oe := opError{Code: engine.CodeOf(err), Message: err.Error()}
 			var ee *engine.Error
@@ -113,7 +138,7 @@ func serveOperator(ctx context.Context, e *env, k *engine.Kernel, dir string) (s
 			_ = json.NewEncoder(w).Encode(oe)
 			return
 		}
-		e.log.Info("operator", "op", r.Op, "pid", r.PID, "id", r.ID, "capability", r.Cap)
+		e.log.Info("operator", "op", r.Op, "pid", r.PID, "id", r.ID, "capability", r.Cap, "name", r.Name)
 		_ = json.NewEncoder(w).Encode(out)
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -191,11 +216,11 @@ func (e *env) op(ctx context.Context, r opRequest, out any) error {
 	}
 	mode := readWrite
 	switch r.Op {
-	case "processes", "process", "events", "verify", "candidates", "approvals":
+	case "processes", "process", "events", "verify", "candidates", "approvals", "bindings":
 		mode = readOnly
 	}
 	return withSystem(ctx, e, mode, func(sys *system) error {
-		res, err := operate(ctx, sys.k, r)
+		res, err := operate(ctx, sys.System, r)
 		if err != nil {
 			if store.IsCorrupt(err) {
 				return corruptErr(err)
@@ -341,7 +366,9 @@ When 'libos serve' holds the store, the change goes to it.`,
 		},
 	}
 
-	return []*cobra.Command{approvals, approve, deny, grant, revoke, deactivate, newImagesCmd(e), newSkillsCmd(e)}
+	cmds := []*cobra.Command{approvals, approve, deny, grant, revoke, deactivate}
+	cmds = append(cmds, cleanupCmds(e)...)
+	return append(cmds, newImagesCmd(e), newSkillsCmd(e))
 }
 
 func newImagesCmd(e *env) *cobra.Command {

@@ -203,7 +203,7 @@ func serveProcess(ctx context.Context, e *env, f serveFlags, sys *system, img *i
 		return usageErr("serve: %v", err)
 	}
 	defer bridge.Close()
-	stopOperator := serveOperator(ctx, e, sys.k, sys.dir)
+	stopOperator := serveOperator(ctx, e, sys.System, sys.dir)
 	defer stopOperator()
 
 	if f.http != "" {

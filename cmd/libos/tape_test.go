@@ -121,7 +121,18 @@ func TestTapeAppendTestReplayStore(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &tc) != nil || len(tc.Syscalls) != 3 || tc.Expected["visits"] != float64(2) {
 		t.Fatalf("tape: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for call, code := range map[string]string{calls[2]: "not_replayable", calls[3]: "not_jit_tool", "call_none": "call_not_found"} {
+	// The call that failed (an unknown zone) exports its refusal as expected_error.
+	r = libos(t, "", "tape", pid, calls[2], "--data", data)
+	var refused struct {
+		Expected      json.RawMessage `json:"expected"`
+		ExpectedError struct {
+			Code string `json:"code"`
+		} `json:"expected_error"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &refused) != nil || refused.Expected != nil || refused.ExpectedError.Code == "" {
+		t.Fatalf("tape of the failed call: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for call, code := range map[string]string{calls[3]: "not_jit_tool", "call_none": "call_not_found"} {
 		if r := libos(t, "", "tape", pid, call, "--data", data); r.code != 1 || !strings.Contains(r.stderr, code+":") {
 			t.Errorf("tape of %s: exit %d, want 1 and %s\n%s", call, r.code, code, r.stderr)
 		}
@@ -138,8 +149,11 @@ func TestTapeAppendTestReplayStore(t *testing.T) {
 	if r := libos(t, "", "tape", pid, calls[1], "--append", cand, "--data", data); r.code != 0 || !strings.Contains(r.stdout, "as test 0") {
 		t.Fatalf("tape --append: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if r := libos(t, "", "validate", cand); r.code != 0 || !strings.Contains(r.stdout, "--- PASS: clock_visits/test_0") {
-		t.Fatalf("the candidate with its appended tape validates: %d\n%s", r.code, r.stdout)
+	if r := libos(t, "", "tape", pid, calls[2], "--append", cand, "--data", data); r.code != 0 || !strings.Contains(r.stdout, "as test 1") {
+		t.Fatalf("tape --append of the refusal: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := libos(t, "", "validate", cand); r.code != 0 || !strings.Contains(r.stdout, "--- PASS: clock_visits/test_0") || !strings.Contains(r.stdout, "--- PASS: clock_visits/test_1") {
+		t.Fatalf("the candidate with its appended tapes validates: %d\n%s", r.code, r.stdout)
 	}
 	if r := libos(t, "", "test", cand, "--replay-store", data); r.code != 0 || strings.Count(r.stdout, "--- PASS: clock_visits/replay") != 3 {
 		t.Fatalf("test --replay-store with the registered code: %d\n%s%s", r.code, r.stdout, r.stderr)

@@ -346,7 +346,7 @@ func run(cfg config) error {
 			OK bool    `json:"ok"`
 			NS float64 `json:"ns"`
 		}
-		n := max(cfg.calls/10, 50) // a Worker per call is slow: fewer calls, same rate
+		n := max(cfg.calls/40, 50) // a Worker per call is slow: fewer calls, same rate
 		if err := deno.ask(map[string]any{"op": "calls", "source": addSource, "args": map[string]int{"a": 40, "b": 2},
 			"n": n, "concurrency": conc, "log": logPath}, &res); err != nil || !res.OK {
 			e.fail("deno calls: %v", err)

@@ -1,0 +1,215 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentlibos/libos"
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/mcpserver"
+)
+
+// served is a libOS process of the default image, with the given projection,
+// served over streamable HTTP.
+func served(t *testing.T, proj engine.Projection) (*libos.System, string, string) {
+	t.Helper()
+	ctx := context.Background()
+	sys, err := libos.Open(ctx, t.TempDir(), libos.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Close() })
+	img, err := libos.DefaultImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img.Projection = proj
+	pid, err := sys.SpawnImage(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sys.MCPServer(pid, mcpserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	hs := httptest.NewServer(srv.Handler(nil))
+	t.Cleanup(hs.Close)
+	return sys, pid, hs.URL
+}
+
+// author proposes, validates and registers the clock_now candidate of
+// testdata/candidates through the client.
+func author(t *testing.T, cs *mcp.ClientSession) {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := os.ReadFile("../testdata/candidates/good_clock_now.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cand map[string]any
+	if err := json.Unmarshal(raw, &cand); err != nil {
+		t.Fatal(err)
+	}
+	call := func(name string, args any) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %+v, %v", name, res, err)
+		}
+		var out map[string]any
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &out)
+		return out
+	}
+	id := call("propose_jit_tool", cand)["candidate_id"]
+	if ok := call("validate_jit_tool", map[string]any{"candidate_id": id})["ok"]; ok != true {
+		t.Fatalf("validate_jit_tool: ok = %v", ok)
+	}
+	call("register_jit_tool", map[string]any{"candidate_id": id})
+}
+
+// TestJITSessionGoClient: "The Go SDK client ... drive[s] a full JIT session on each
+// revision: register → list_changed received → call the new tool".
+func TestJITSessionGoClient(t *testing.T) {
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		for _, proj := range []engine.Projection{engine.Direct, engine.Multiplexed} {
+			t.Run(version+"/"+string(proj), func(t *testing.T) {
+				_, _, url := served(t, proj)
+				var changed atomic.Int32
+				c := mcp.NewClient(&mcp.Implementation{Name: "session-test", Version: "1"}, &mcp.ClientOptions{
+					ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed.Add(1) },
+				})
+				ctx := context.Background()
+				cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cs.Close()
+				author(t, cs)
+				for i := 0; i < 400 && changed.Load() == 0; i++ {
+					time.Sleep(25 * time.Millisecond)
+				}
+				if changed.Load() == 0 {
+					t.Fatal("no notifications/tools/list_changed after the registration")
+				}
+				name, args := "clock_now", any(map[string]any{"timezone": "UTC"})
+				if proj == engine.Multiplexed {
+					name, args = "run_jit_tool", map[string]any{"tool_name": "clock_now", "arguments": map[string]any{"timezone": "UTC"}}
+				}
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+				if err != nil || res.IsError {
+					t.Fatalf("calling the new tool: %+v, %v", res, err)
+				}
+				if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), `"timezone":"UTC"`) {
+					t.Fatalf("the new tool returned %s", b)
+				}
+			})
+		}
+	}
+}
+
+// TestMultiplexedListingsHideJITTools: "In the multiplexed projection nothing — no
+// resource, prompt, template, completion or error message — reveals a JIT tool's name
+// or schema ... a test enumerates every listing in that mode and finds none."
+func TestMultiplexedListingsHideJITTools(t *testing.T) {
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			_, pid, url := served(t, engine.Multiplexed)
+			ctx := context.Background()
+			c := mcp.NewClient(&mcp.Implementation{Name: "enumerator", Version: "1"}, nil)
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			author(t, cs)
+			// Everything a client can list or read, and the errors it can provoke.
+			var seen []string
+			add := func(what string, v any, err error) {
+				b, _ := json.Marshal(v)
+				seen = append(seen, what+": "+string(b))
+				if err != nil {
+					seen = append(seen, what+" error: "+err.Error())
+				}
+			}
+			tl, err := cs.ListTools(ctx, nil)
+			add("tools/list", tl, err)
+			rl, err := cs.ListResources(ctx, nil)
+			add("resources/list", rl, err)
+			if rl == nil || len(rl.Resources) == 0 {
+				t.Fatal("no resources listed: the enumeration would prove nothing")
+			}
+			for _, r := range rl.Resources {
+				rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: r.URI})
+				add("resources/read "+r.URI, rr, err)
+			}
+			tpl, err := cs.ListResourceTemplates(ctx, nil)
+			add("resources/templates/list", tpl, err)
+			pl, err := cs.ListPrompts(ctx, nil)
+			add("prompts/list", pl, err)
+			for _, p := range pl.Prompts {
+				gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: p.Name})
+				add("prompts/get "+p.Name, gp, err)
+			}
+			// The resources that name JIT tools under the direct projection, and
+			// guesses at JIT names, are refused like any unknown resource or prompt.
+			for _, uri := range []string{"libos://process/" + pid + "/events", "libos://process/" + pid + "/candidates",
+				"libos://process/" + pid + "/events/after/0"} {
+				rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+				if err == nil {
+					t.Errorf("%s is readable under the multiplexed projection", uri)
+				}
+				add("resources/read "+uri, rr, err)
+			}
+			// A guess at the JIT name is answered exactly as a name nobody registered
+			// (the answer may echo the name the client sent, nothing more).
+			for _, probe := range []func(name string) (any, error){
+				func(n string) (any, error) {
+					return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "skill://" + n + "/SKILL.md"})
+				},
+				func(n string) (any, error) {
+					return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "libos://process/" + pid + "/candidates/" + n})
+				},
+				func(n string) (any, error) { return cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: n}) },
+				func(n string) (any, error) {
+					return cs.CallTool(ctx, &mcp.CallToolParams{Name: n, Arguments: map[string]any{"timezone": "UTC"}})
+				},
+			} {
+				r1, e1 := probe("clock_now")
+				r2, e2 := probe("zz_unknown")
+				b1, _ := json.Marshal(r1)
+				b2, _ := json.Marshal(r2)
+				s1 := strings.ReplaceAll(string(b1)+fmt.Sprint(e1), "clock_now", "NAME")
+				s2 := strings.ReplaceAll(string(b2)+fmt.Sprint(e2), "zz_unknown", "NAME")
+				if s1 != s2 {
+					t.Errorf("a registered JIT name is answered differently from an unknown one:\n%s\n%s", s1, s2)
+				}
+			}
+			cr, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "jit-authoring"},
+				Argument: mcp.CompleteParamsArgument{Name: "tool", Value: "clock"}})
+			add("completion/complete", cr, err)
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_jit_tool", Arguments: map[string]any{"tool_name": "clock_nw", "arguments": map[string]any{}}})
+			add("tools/call of a misspelt JIT name", res, err)
+			all := strings.Join(seen, "\n")
+			// The name, the description and the input schema as the direct projection
+			// lists it (the jit-authoring Skill shows the same program and route, which
+			// are not the tool's).
+			schema := `{"additionalProperties":false,"properties":{"timezone":{"maxLength":64,"type":"string"}},"required":["timezone"],"type":"object"}`
+			for _, secret := range []string{"clock_now", "Return the current time in a named IANA time zone", schema} {
+				if strings.Contains(all, secret) {
+					t.Errorf("a listing reveals %q:\n%s", secret, all)
+				}
+			}
+		})
+	}
+}
