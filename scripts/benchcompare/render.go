@@ -31,6 +31,9 @@ func num(v float64, unit string) string {
 
 func (s stats) format(unit string) string {
 	if s.p50 == s.p90 && s.p90 == s.p99 {
+		if unit == "×" {
+			return num(s.p50, unit) + unit
+		}
 		return num(s.p50, unit) + " " + unit
 	}
 	return fmt.Sprintf("%s %s (p90 %s, p99 %s)", num(s.p50, unit), unit, num(s.p90, unit), num(s.p99, unit))
@@ -113,7 +116,11 @@ func render(e *env, rows []row, load0, load1 string, took time.Duration) string 
 		}
 		w("- %s: %s — libOS %s", r.job, r.verdict(), r.fmtA())
 		if r.ratioText == "" && r.unit != "×" && r.unit != "calls/s" {
-			w(", %s Deno", r.fmtRatio())
+			other := "Deno"
+			if strings.Contains(r.note, "native") {
+				other = "native QuickJS"
+			}
+			w(", %s %s", r.fmtRatio(), other)
 		}
 		w("\n")
 	}
