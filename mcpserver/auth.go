@@ -559,17 +559,17 @@ func CheckExposure(addr string, authenticated, tls, insecure bool) error {
 	}
 	var missing []string
 	if !authenticated {
-		missing = append(missing, "authentication (--auth-tokens or --oauth-issuer)")
+		missing = append(missing, "authentication")
 	}
 	if !tls {
-		missing = append(missing, "TLS (--tls-cert and --tls-key)")
+		missing = append(missing, "TLS")
 	}
 	where := host
-	if where == "" {
-		where = "every interface"
+	if ip := net.ParseIP(strings.Trim(host, "[]")); host == "" || (ip != nil && ip.IsUnspecified()) {
+		where = strings.TrimSpace(host + " (every interface)")
 	}
 	return liberr.New(layerName, CodeInsecureListener,
-		"refusing to serve HTTP on %s, beyond loopback, without %s; bind 127.0.0.1, add them, or pass --insecure to serve anyway",
+		"refusing to serve HTTP on %s, beyond loopback, without %s; bind 127.0.0.1, add them, or accept the exposure explicitly (--insecure)",
 		where, strings.Join(missing, " and "))
 }
 

@@ -96,7 +96,7 @@ func httpSecurity(e *env, f serveFlags) (*httpSec, error) {
 	}
 	if err := mcpserver.CheckExposure(f.http, sec.auth != nil, sec.tls != nil, false); err != nil {
 		if !f.insecure {
-			return nil, usageErr("serve: %w", err)
+			return nil, usageErr("serve: %w (authentication: --auth-tokens or --oauth-issuer; TLS: --tls-cert and --tls-key)", err)
 		}
 		e.log.Warn("serving beyond loopback without authentication or TLS, as --insecure asks", "addr", f.http, "auth", sec.describe(), "tls", sec.tls != nil)
 	}

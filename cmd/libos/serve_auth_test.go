@@ -47,7 +47,7 @@ func TestServeRefusesExposedHTTP(t *testing.T) {
 		args []string
 		want string // in the message: what is missing
 	}{
-		{"every interface without authentication or TLS", []string{"--http", "0.0.0.0:0"}, "authentication (--auth-tokens or --oauth-issuer) and TLS"},
+		{"every interface without authentication or TLS", []string{"--http", "0.0.0.0:0"}, "without authentication and TLS"},
 		{"a public address with tokens but no TLS", []string{"--http", "192.0.2.1:0", "--auth-tokens", tokens}, "without TLS"},
 		{"a public address with TLS but no authentication", []string{"--http", "[::]:0", "--tls-cert", cert, "--tls-key", key}, "without authentication"},
 	} {
