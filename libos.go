@@ -52,6 +52,9 @@ type Options struct {
 	// tool tables, registering a tool fails, and Fork refuses checkpoints that hold JIT
 	// tools. The zero value restores everything.
 	SkipJITRestore bool
+	// Cluster, when set, runs the System in the replicated mode (ClusterOptions); nil
+	// keeps the single-host store.
+	Cluster *ClusterOptions
 }
 
 // CodeCacheUnusable is the code of ErrCache.
@@ -98,6 +101,8 @@ type System struct {
 	// rehydrate is what could not be installed again of the JIT tools of restored
 	// processes.
 	rehydrate error
+	// cluster is the replicated mode's node and server, nil on one host.
+	cluster *clusterHost
 }
 
 // Open opens the store in dir (created if missing) and starts the libOS on it. The
@@ -111,13 +116,22 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(dir, store.Options{})
+	var ch *clusterHost
+	if opts.Cluster != nil {
+		if ch, err = startCluster(ctx, dir, opts.Cluster); err != nil {
+			sb.Close(ctx)
+			return nil, err
+		}
+	}
+	st, err := store.Open(dir, ch.storeOptions())
 	if err != nil {
+		ch.close()
 		sb.Close(ctx)
 		return nil, fmt.Errorf("libos: open the store %s: %w", dir, err)
 	}
 	jit, err := tools.NewJIT(tools.Config{Store: st, Sandbox: sb})
 	if err != nil {
+		ch.close()
 		st.Close()
 		sb.Close(ctx)
 		return nil, fmt.Errorf("libos: JIT tools: %w", err)
@@ -134,17 +148,25 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 		// and of the processes it forks from checkpoints.
 		cfg.JIT = jit
 	}
+	if ch != nil {
+		// A host serves the processes whose leases it holds: none yet.
+		cfg.Restore = func(string) bool { return false }
+	}
 	k, err := engine.Open(ctx, st, cfg)
 	if err != nil {
+		ch.close()
 		st.Close()
 		sb.Close(ctx)
 		return nil, fmt.Errorf("libos: start the kernel on %s: %w", dir, err)
 	}
-	s := &System{Kernel: k, dir: dir, st: st, sandbox: sb, jit: jit}
+	s := &System{Kernel: k, dir: dir, st: st, sandbox: sb, jit: jit, cluster: ch}
 	if !opts.SkipJITRestore {
 		// Attach binds the lifecycle to this kernel (registration installs through it)
 		// and installs any binding the kernel's restore left out.
 		s.rehydrate = jit.Attach(ctx, k)
+	}
+	if ch != nil {
+		ch.node.Start(st, k)
 	}
 	return s, nil
 }
@@ -199,10 +221,11 @@ func (s *System) Close() error {
 		return nil
 	}
 	kerr := s.Kernel.Close()
+	cerr := s.cluster.close()
 	serr := s.st.Close()
 	s.sandbox.Close(context.Background())
 	s.sandbox = nil
-	if err := errors.Join(kerr, serr); err != nil {
+	if err := errors.Join(kerr, cerr, serr); err != nil {
 		return fmt.Errorf("libos: close %s: %w", s.dir, err)
 	}
 	return nil

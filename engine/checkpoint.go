@@ -45,7 +45,17 @@ type BindingFailure struct {
 }
 
 // BindingFailures returns the bindings Open could not restore.
-func (k *Kernel) BindingFailures() []BindingFailure { return slices.Clone(k.failures) }
+func (k *Kernel) BindingFailures() []BindingFailure {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return slices.Clone(k.failures)
+}
+
+func (k *Kernel) bindingFailed(f BindingFailure) {
+	k.mu.Lock()
+	k.failures = append(k.failures, f)
+	k.mu.Unlock()
+}
 
 // loadJIT asks the loader for b's tool and checks that it is exactly b's.
 func (k *Kernel) loadJIT(ctx context.Context, b store.Binding, maxDepth int) (*entry, error) {
@@ -73,13 +83,13 @@ func (k *Kernel) restoreBindings(ctx context.Context, p *process) error {
 	var events []json.RawMessage
 	for _, b := range bs {
 		if _, taken := p.tools[b.Name]; taken {
-			k.failures = append(k.failures, BindingFailure{PID: p.pid, Name: b.Name, ToolID: b.ToolID,
+			k.bindingFailed(BindingFailure{PID: p.pid, Name: b.Name, ToolID: b.ToolID,
 				Err: toolErr(b.Name, "the name is now a built-in tool of the process")})
 			continue
 		}
 		e, err := k.loadJIT(ctx, b, p.limits.MaxDepth)
 		if err != nil {
-			k.failures = append(k.failures, BindingFailure{PID: p.pid, Name: b.Name, ToolID: b.ToolID, Err: err})
+			k.bindingFailed(BindingFailure{PID: p.pid, Name: b.Name, ToolID: b.ToolID, Err: err})
 			continue
 		}
 		p.tools[b.Name] = e

@@ -119,6 +119,10 @@ type Config struct {
 	// decision; a timeout denies. Zero means DefaultApprovalTimeout. Operator-class
 	// syscalls wait as long as the syscall router allows.
 	ApprovalTimeout time.Duration
+	// Restore, when set, picks the live processes Open restores; the others stay in
+	// the store until Adopt serves them. Nil restores every one. The replicated mode
+	// restores none at Open: a host serves the processes whose leases it holds.
+	Restore func(pid string) bool
 }
 
 // DefaultApprovalTimeout is the default of Config.ApprovalTimeout.
@@ -154,6 +158,7 @@ type Kernel struct {
 	runtime         *Runtime
 	jit             JITLoader
 	approvalTimeout time.Duration
+	restoreOnly     func(pid string) bool
 
 	mu      sync.RWMutex
 	procs   map[string]*process
@@ -208,6 +213,7 @@ func Open(ctx context.Context, st *store.Store, cfg Config) (*Kernel, error) {
 		owners:   map[string]string{},
 
 		approvalTimeout: cfg.ApprovalTimeout,
+		restoreOnly:     cfg.Restore,
 	}
 	if k.approvalTimeout <= 0 {
 		k.approvalTimeout = DefaultApprovalTimeout
@@ -234,7 +240,11 @@ func Open(ctx context.Context, st *store.Store, cfg Config) (*Kernel, error) {
 
 // UnknownSettlements returns the calls Open found unsettled and recorded as
 // unknown_settlement. Their effects are unknown; they were not retried.
-func (k *Kernel) UnknownSettlements() []UnknownSettlement { return slices.Clone(k.unknown) }
+func (k *Kernel) UnknownSettlements() []UnknownSettlement {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return slices.Clone(k.unknown)
+}
 
 // Close stops accepting calls and waits for the calls in flight. It does not close
 // the store.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -231,8 +232,8 @@ func (k *Kernel) restore(rec store.Process) (*process, error) {
 	return p, nil
 }
 
-// rehydrate restores every live process, its committed JIT bindings, its approvals,
-// and reports the calls left open.
+// rehydrate restores every live process (those Config.Restore accepts), its committed
+// JIT bindings, its approvals, and reports the calls left open.
 func (k *Kernel) rehydrate(ctx context.Context) error {
 	recs, err := k.st.Processes()
 	if err != nil {
@@ -245,37 +246,93 @@ func (k *Kernel) rehydrate(ctx context.Context) error {
 		if rec.State != StateRunning && rec.State != StatePaused {
 			continue
 		}
-		p, err := k.restore(rec)
-		if err != nil {
+		if k.restoreOnly != nil && !k.restoreOnly(rec.PID) {
+			continue
+		}
+		if err := k.rehydrateOne(ctx, rec); err != nil {
 			return err
-		}
-		k.procs[p.pid] = p
-		if err := k.restoreBindings(ctx, p); err != nil {
-			return err
-		}
-		if err := k.restoreApprovals(ctx, p); err != nil {
-			return err
-		}
-		open, err := k.st.Unsettled(rec.PID)
-		if err != nil {
-			return storageErr("open: unsettled calls of "+rec.PID, err)
-		}
-		for _, ev := range open {
-			var called struct {
-				Tool string `json:"tool"`
-			}
-			_ = json.Unmarshal(ev.Data, &called)
-			data, _ := json.Marshal(map[string]any{
-				"call_id": ev.CallID, "tool": called.Tool, "called_seq": ev.Seq,
-				"reason": "the call was not settled before the kernel stopped; it may or may not have had effects and is not retried",
-			})
-			if _, err := k.st.Append(ctx, rec.PID, store.EventUnknownSettlement, data); err != nil {
-				return storageErr("open: record unknown settlement", err)
-			}
-			k.unknown = append(k.unknown, UnknownSettlement{PID: rec.PID, CallID: ev.CallID, Tool: called.Tool, Seq: ev.Seq})
 		}
 	}
 	return nil
+}
+
+// rehydrateOne restores one live process: its tool table with its committed JIT
+// bindings, its approvals, and an unknown_settlement event for every call left open.
+func (k *Kernel) rehydrateOne(ctx context.Context, rec store.Process) error {
+	p, err := k.restore(rec)
+	if err != nil {
+		return err
+	}
+	if err := k.restoreBindings(ctx, p); err != nil {
+		return err
+	}
+	if err := k.restoreApprovals(ctx, p); err != nil {
+		return err
+	}
+	open, err := k.st.Unsettled(rec.PID)
+	if err != nil {
+		return storageErr("open: unsettled calls of "+rec.PID, err)
+	}
+	var unknown []UnknownSettlement
+	for _, ev := range open {
+		var called struct {
+			Tool string `json:"tool"`
+		}
+		_ = json.Unmarshal(ev.Data, &called)
+		data, _ := json.Marshal(map[string]any{
+			"call_id": ev.CallID, "tool": called.Tool, "called_seq": ev.Seq,
+			"reason": "the call was not settled before the kernel stopped; it may or may not have had effects and is not retried",
+		})
+		if _, err := k.st.Append(ctx, rec.PID, store.EventUnknownSettlement, data); err != nil {
+			return storageErr("open: record unknown settlement", err)
+		}
+		unknown = append(unknown, UnknownSettlement{PID: rec.PID, CallID: ev.CallID, Tool: called.Tool, Seq: ev.Seq})
+	}
+	k.mu.Lock()
+	k.procs[p.pid] = p
+	k.unknown = append(k.unknown, unknown...)
+	k.mu.Unlock()
+	return nil
+}
+
+// Adopt starts serving process pid from the store, as Open restores a process: its
+// tool table with its committed JIT bindings (recorded as rehydrated), its approvals,
+// and every call it left open reported as unknown settlement (recorded, added to
+// UnknownSettlements, never retried). In the replicated mode a host adopts a process
+// whose lease it took over. A process already served is left as it is; a killed or
+// unknown one is unknown_process.
+func (k *Kernel) Adopt(ctx context.Context, pid string) error {
+	if err := k.enter(); err != nil {
+		return err
+	}
+	defer k.calls.Done()
+	if _, err := k.process(pid); err == nil {
+		return nil
+	}
+	rec, err := k.st.Process(pid)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(CodeUnknownProcess, "no process %q", pid)
+	}
+	if err != nil {
+		return storageErr("adopt "+pid, err)
+	}
+	if rec.State != StateRunning && rec.State != StatePaused {
+		return errorf(CodeUnknownProcess, "process %q is %s", pid, rec.State)
+	}
+	if err := k.indexOwners(pid); err != nil {
+		return err
+	}
+	return k.rehydrateOne(ctx, rec)
+}
+
+// Release stops serving process pid on this kernel: it leaves the process table (a
+// call to it is unknown_process) while its record and log stay in the store. Calls in
+// flight finish; their writes are refused by the store's replicator when this host no
+// longer holds the process's lease.
+func (k *Kernel) Release(pid string) {
+	k.mu.Lock()
+	delete(k.procs, pid)
+	k.mu.Unlock()
 }
 
 // live returns p for an operator change, refusing a killed or unknown one.

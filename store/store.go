@@ -28,6 +28,9 @@ type Options struct {
 	Now func() time.Time
 	// Logf receives Pebble's error-level messages; nil discards them.
 	Logf func(format string, args ...any)
+	// Replicator, when set, makes every write batch durable elsewhere before it is
+	// applied here (the replicated mode, package cluster). Nil: the single-host store.
+	Replicator Replicator
 
 	// tune adjusts Pebble's options in tests (small memtables force flushes).
 	tune func(*pebble.Options)
@@ -41,6 +44,7 @@ type Store struct {
 	db   *pebble.DB
 	lock *pebble.Lock
 	now  func() time.Time
+	repl Replicator
 
 	// mu guards closed and db's lifetime: every operation holds it shared.
 	mu     sync.RWMutex
@@ -116,7 +120,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, errorf(CodeIO, err, "lock %s", dir)
 	}
-	s := &Store{dir: dir, fs: fs, lock: lock, now: now, corrupted: make(chan struct{})}
+	s := &Store{dir: dir, fs: fs, lock: lock, now: now, repl: opts.Replicator, corrupted: make(chan struct{})}
 	po := &pebble.Options{
 		FS:                 fs,
 		Lock:               lock,
@@ -285,7 +289,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 		return err
 	}
 	defer release()
-	b, covers, err := s.prepare(fn, false, QuotaFrom(ctx))
+	b, covers, err := s.prepare(ctx, fn, false, QuotaFrom(ctx))
 	if err != nil || b == nil {
 		return err
 	}
@@ -318,7 +322,7 @@ func (s *Store) UpdateDeferred(ctx context.Context, fn func(tx *Tx) error) error
 		return err
 	}
 	defer release()
-	b, _, err := s.prepare(fn, true, QuotaFrom(ctx))
+	b, _, err := s.prepare(ctx, fn, true, QuotaFrom(ctx))
 	if b != nil {
 		b.Close()
 	}
@@ -371,7 +375,7 @@ func (s *Store) synced(covers uint64) {
 // with deferred written without asking for one. It returns a nil batch when fn wrote
 // nothing, and the number of deferred batches applied before this one (which a sync
 // of this batch makes durable too).
-func (s *Store) prepare(fn func(tx *Tx) error, deferred bool, quota *Quota) (b *pebble.Batch, covers uint64, err error) {
+func (s *Store) prepare(ctx context.Context, fn func(tx *Tx) error, deferred bool, quota *Quota) (b *pebble.Batch, covers uint64, err error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if f := s.failure(); f != nil {
@@ -396,6 +400,15 @@ func (s *Store) prepare(fn func(tx *Tx) error, deferred bool, quota *Quota) (b *
 	}
 	if tx.b.Empty() {
 		return nil, 0, nil
+	}
+	if s.repl != nil {
+		// Tx stays active for the position reads; fn is done writing.
+		tx.active = true
+		err = s.replicate(ctx, tx)
+		tx.active = false
+		if err != nil {
+			return nil, 0, err
+		}
 	}
 	if deferred {
 		err = s.applyDeferred(tx.b)

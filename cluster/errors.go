@@ -1,0 +1,35 @@
+package cluster
+
+import "github.com/agentlibos/libos/liberr"
+
+const layer = "cluster"
+
+// Error codes of this package.
+const (
+	// CodeLeaseLost: this host does not hold (or no longer holds) the lease of the
+	// process, or another host appended to its log since this host's last write. The
+	// write was refused, nothing of it was acknowledged, and this host stops serving
+	// the process.
+	CodeLeaseLost liberr.Code = "lease_lost"
+	// CodeBatchTooLarge: the write batch is over the bound of one message of the
+	// stream; it was refused before anything was acknowledged.
+	CodeBatchTooLarge liberr.Code = "batch_too_large"
+	// CodeReplicationFailed: the stream did not acknowledge the batch (unreachable,
+	// no quorum, timeout). Nothing was acknowledged to the caller; the batch may still
+	// appear in the log later, as a whole, like an unacknowledged write after a crash.
+	CodeReplicationFailed liberr.Code = "replication_failed"
+	// CodeInvalidConfig: the cluster configuration is unusable.
+	CodeInvalidConfig liberr.Code = "invalid_config"
+)
+
+// Sentinels for errors.Is.
+var (
+	ErrLeaseLost         = liberr.New(layer, CodeLeaseLost, "lease lost")
+	ErrBatchTooLarge     = liberr.New(layer, CodeBatchTooLarge, "batch too large")
+	ErrReplicationFailed = liberr.New(layer, CodeReplicationFailed, "replication failed")
+	ErrInvalidConfig     = liberr.New(layer, CodeInvalidConfig, "invalid cluster configuration")
+)
+
+func errorf(code liberr.Code, cause error, format string, args ...any) *liberr.Error {
+	return liberr.Wrap(layer, code, cause, format, args...)
+}

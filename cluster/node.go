@@ -1,0 +1,679 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentlibos/libos/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultStream     = "LIBOS"
+	DefaultSubject    = "libos.proc"
+	DefaultReplicas   = 3
+	DefaultLeaseTTL   = 10 * time.Second
+	DefaultAckTimeout = 5 * time.Second
+)
+
+// Message headers of a replicated batch.
+const (
+	HeaderPID   = "Libos-Pid"
+	HeaderPrev  = "Libos-Prev"
+	HeaderEpoch = "Libos-Epoch"
+	HeaderHost  = "Libos-Host"
+)
+
+// Config configures a Node.
+type Config struct {
+	// Host names this host in leases and in `libos ps`; unique in the cluster. Required.
+	Host string
+	// URL is the NATS server this host talks to: its embedded server's ClientURL, or an
+	// existing deployment's (several comma-separated URLs are tried in turn). Required.
+	URL string
+	// Stream is the JetStream stream of the process logs (DefaultStream); Subject the
+	// prefix of the process subjects (DefaultSubject): process P writes on Subject.P.
+	Stream  string
+	Subject string
+	// Replicas of the stream and of the lease bucket: 3 by default; 1 for one host.
+	Replicas int
+	// LeaseTTL is how long a lease lives without a heartbeat (DefaultLeaseTTL): the
+	// longest a process stays unserved after its host is lost, plus the takeover.
+	LeaseTTL time.Duration
+	// AckTimeout bounds the wait for the stream's acknowledgement of one batch.
+	AckTimeout time.Duration
+	// Serve says which processes this host may take over when their lease is free;
+	// nil means all. Processes spawned here are served here regardless.
+	Serve func(pid string) bool
+	// Logf receives what the node does on its own (takeovers, lost leases); nil
+	// discards it.
+	Logf func(format string, args ...any)
+}
+
+// Host is what the node asks of the kernel: to start serving a process it took over
+// (restore it from the store, its JIT tools, report its unsettled calls), and to stop
+// serving one whose lease it lost. engine.Kernel implements it.
+type Host interface {
+	Adopt(ctx context.Context, pid string) error
+	Release(pid string)
+}
+
+// Node is one host's membership in the cluster: the store's Replicator (every write
+// batch goes to the stream first), the applier of every other host's batches, and the
+// keeper of this host's leases.
+type Node struct {
+	cfg        Config
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	stream     jetstream.Stream
+	kv         jetstream.KeyValue
+	maxPayload int
+
+	mu   sync.Mutex
+	held map[string]*lease
+
+	st     *store.Store
+	host   Host
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	errMu sync.Mutex
+	err   error
+}
+
+// lease is a lease this host holds. epoch (the revision at which it was taken) is the
+// fencing token its batches carry; rev is the latest revision (each renewal moves it).
+type lease struct {
+	epoch, rev uint64
+	renewed    time.Time // when the request that set rev was sent
+}
+
+// leaseValue is a lease's value in the bucket.
+type leaseValue struct {
+	Host string `json:"host"`
+}
+
+// Connect connects to the NATS server of cfg and makes sure the stream and the lease
+// bucket exist. It waits (within ctx) for JetStream to be ready: a cluster that is
+// still electing its leader answers after a few seconds.
+func Connect(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Host == "" || cfg.URL == "" {
+		return nil, errorf(CodeInvalidConfig, nil, "a cluster node needs a host name and a NATS URL")
+	}
+	if !regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`).MatchString(cfg.Host) {
+		return nil, errorf(CodeInvalidConfig, nil, "host name %q must match ^[A-Za-z0-9_-]{1,64}$", cfg.Host)
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if cfg.Subject == "" {
+		cfg.Subject = DefaultSubject
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = DefaultReplicas
+	}
+	if cfg.Replicas < 1 || cfg.Replicas > 5 {
+		return nil, errorf(CodeInvalidConfig, nil, "replicas must be 1 to 5, not %d", cfg.Replicas)
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.LeaseTTL < time.Second {
+		return nil, errorf(CodeInvalidConfig, nil, "lease TTL %v is under a second", cfg.LeaseTTL)
+	}
+	if cfg.AckTimeout <= 0 {
+		cfg.AckTimeout = DefaultAckTimeout
+	}
+	nc, err := nats.Connect(cfg.URL, nats.Name("libos-"+cfg.Host), nats.MaxReconnects(-1),
+		nats.ReconnectWait(200*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return nil, errorf(CodeReplicationFailed, err, "connect to %s: %v", cfg.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, errorf(CodeReplicationFailed, err, "JetStream: %v", err)
+	}
+	n := &Node{cfg: cfg, nc: nc, js: js, held: map[string]*lease{}, maxPayload: int(nc.MaxPayload())}
+	err = retry(ctx, func(ctx context.Context) error {
+		n.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        cfg.Stream,
+			Description: "libOS process logs: one message per durable write batch of a process",
+			Subjects:    []string{cfg.Subject + ".>"},
+			Replicas:    cfg.Replicas,
+			Storage:     jetstream.FileStorage,
+			Duplicates:  2 * time.Minute,
+		})
+		if err != nil {
+			return err
+		}
+		n.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      cfg.Stream + "_LEASES",
+			Description: "libOS process leases: owner host, revision as fencing token",
+			TTL:         cfg.LeaseTTL,
+			History:     1,
+			Replicas:    cfg.Replicas,
+			Storage:     jetstream.FileStorage,
+		})
+		return err
+	})
+	if err != nil {
+		nc.Close()
+		return nil, errorf(CodeReplicationFailed, err, "create stream %s and its lease bucket: %v", cfg.Stream, err)
+	}
+	if mp := n.nc.MaxPayload(); mp > 0 {
+		n.maxPayload = int(mp)
+	}
+	return n, nil
+}
+
+// retry runs fn until it succeeds or ctx ends (at most 30s), waiting between tries.
+func retry(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		err := fn(actx)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) logf(format string, args ...any) {
+	if n.cfg.Logf != nil {
+		n.cfg.Logf("cluster %s: "+format, append([]any{n.cfg.Host}, args...)...)
+	}
+}
+
+// HostName is this host's name.
+func (n *Node) HostName() string { return n.cfg.Host }
+
+var plainToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`)
+
+// Subject is the subject of pid's batches: the PID itself when it is a plain token
+// (pid_ + hex always is), else "=" and its unpadded base64url, which no plain token
+// starts with.
+func (n *Node) Subject(pid string) string {
+	if plainToken.MatchString(pid) {
+		return n.cfg.Subject + "." + pid
+	}
+	return n.cfg.Subject + ".=" + base64.RawURLEncoding.EncodeToString([]byte(pid))
+}
+
+func (n *Node) leaseKey(pid string) string {
+	// Bucket keys allow [-/_=.a-zA-Z0-9]: the subject's last token fits.
+	s := n.Subject(pid)
+	return "p." + s[len(n.cfg.Subject)+1:]
+}
+
+// Start attaches the node to the store it replicates for and the kernel it serves:
+// it applies the stream to st from where st left off, keeps this host's leases alive,
+// and takes over free processes (those cfg.Serve accepts). st must have been opened
+// with the node as its Replicator.
+func (n *Node) Start(st *store.Store, h Host) {
+	n.st, n.host = st, h
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.wg.Add(2)
+	go n.consume()
+	go n.leases()
+}
+
+// Err returns what stopped the node applying the stream, nil while it applies.
+func (n *Node) Err() error {
+	n.errMu.Lock()
+	defer n.errMu.Unlock()
+	return n.err
+}
+
+// Close stops the node: it stops applying, gives up its leases (so that other hosts
+// take the processes over at once) and disconnects.
+func (n *Node) Close() error {
+	n.stop()
+	n.mu.Lock()
+	held := n.held
+	n.held = map[string]*lease{}
+	n.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for pid, l := range held {
+		_ = n.kv.Delete(ctx, n.leaseKey(pid), jetstream.LastRevision(l.rev))
+	}
+	n.nc.Close()
+	return nil
+}
+
+// Abandon stops the node as a crash would: no lease is given up (they expire), the
+// connection is dropped.
+func (n *Node) Abandon() {
+	n.stop()
+	n.nc.Close()
+}
+
+func (n *Node) stop() {
+	if n.cancel != nil {
+		n.cancel()
+		n.wg.Wait()
+	}
+}
+
+// valid returns pid's lease when this host holds it and, by its own clock, it has not
+// expired: a renewal is trusted for three quarters of the TTL from when it was sent.
+func (n *Node) valid(pid string) (*lease, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l := n.held[pid]
+	if l == nil || time.Since(l.renewed) > n.cfg.LeaseTTL*3/4 {
+		return nil, false
+	}
+	c := *l
+	return &c, true
+}
+
+// Holds reports whether this host holds pid's lease.
+func (n *Node) Holds(pid string) bool {
+	_, ok := n.valid(pid)
+	return ok
+}
+
+// lose drops pid's lease: the kernel stops serving the process and the lease is given
+// up (when it is still this host's) so that a host that has caught up takes it.
+func (n *Node) lose(pid, why string) {
+	n.mu.Lock()
+	l := n.held[pid]
+	delete(n.held, pid)
+	n.mu.Unlock()
+	if l == nil {
+		return
+	}
+	n.logf("lost the lease of %s: %s", pid, why)
+	if n.host != nil {
+		go n.host.Release(pid)
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = n.kv.Delete(ctx, n.leaseKey(pid), jetstream.LastRevision(l.rev))
+	}()
+}
+
+// acquire takes pid's lease when it is free and returns it.
+func (n *Node) acquire(ctx context.Context, pid string) (*lease, error) {
+	val, _ := json.Marshal(leaseValue{Host: n.cfg.Host})
+	sent := time.Now()
+	rev, err := n.kv.Create(ctx, n.leaseKey(pid), val)
+	if err != nil {
+		return nil, err
+	}
+	l := &lease{epoch: rev, rev: rev, renewed: sent}
+	n.mu.Lock()
+	n.held[pid] = l
+	n.mu.Unlock()
+	return l, nil
+}
+
+func batchID(pid string, prev, epoch uint64, ops []byte) string {
+	h := sha256.New()
+	h.Write([]byte(pid))
+	h.Write([]byte{0})
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], prev)
+	binary.BigEndian.PutUint64(b[8:], epoch)
+	h.Write(b[:])
+	h.Write(ops)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// headerRoom is what a batch message's headers and subject may take of the bound.
+const headerRoom = 1024
+
+func isWrongLast(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// Replicate publishes b as one message on the subject of its process, with
+// compare-and-set on that subject's last sequence (the process's position here) and
+// the batch's hash as message ID, and returns once JetStream has acknowledged it. A
+// batch that also creates new processes (a fork) goes on the subject of the one that
+// exists; a new process's lease is taken here.
+func (n *Node) Replicate(ctx context.Context, b *store.Batch) (string, uint64, error) {
+	idx := -1
+	for i, pos := range b.Positions {
+		if pos > 0 {
+			if idx >= 0 {
+				return "", 0, errorf(CodeReplicationFailed, nil, "one batch writes two existing processes, %s and %s: one message cannot be placed on both", b.PIDs[idx], b.PIDs[i])
+			}
+			idx = i
+		}
+	}
+	if idx < 0 {
+		idx = 0
+	}
+	pid, prev := b.PIDs[idx], b.Positions[idx]
+	if len(b.Ops)+len(n.Subject(pid))+headerRoom > n.maxPayload {
+		return "", 0, errorf(CodeBatchTooLarge, nil, "a write batch of %s is %d bytes; one message of the stream holds at most %d", pid, len(b.Ops), n.maxPayload-headerRoom)
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.AckTimeout)
+	defer cancel()
+	for i, p := range b.PIDs {
+		if b.Positions[i] > 0 || n.Holds(p) {
+			continue
+		}
+		if _, err := n.acquire(actx, p); err != nil {
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				return "", 0, errorf(CodeLeaseLost, err, "process %s is leased by another host", p)
+			}
+			return "", 0, errorf(CodeReplicationFailed, err, "take the lease of new process %s: %v", p, err)
+		}
+	}
+	l, ok := n.valid(pid)
+	if !ok {
+		return "", 0, errorf(CodeLeaseLost, nil, "this host (%s) does not hold the lease of %s", n.cfg.Host, pid)
+	}
+	seq, err := n.publish(actx, pid, prev, l.epoch, b.Ops)
+	if err != nil {
+		if isWrongLast(err) {
+			n.lose(pid, "another host appended to its log")
+			return "", 0, errorf(CodeLeaseLost, err, "the log of %s moved on without this host (%s): it lost the lease", pid, n.cfg.Host)
+		}
+		return "", 0, errorf(CodeReplicationFailed, err, "the stream did not acknowledge a batch of %s: %v", pid, err)
+	}
+	return pid, seq, nil
+}
+
+func (n *Node) publish(ctx context.Context, pid string, prev, epoch uint64, ops []byte) (uint64, error) {
+	m := nats.NewMsg(n.Subject(pid))
+	m.Data = ops
+	m.Header.Set(HeaderPID, pid)
+	m.Header.Set(HeaderPrev, strconv.FormatUint(prev, 10))
+	m.Header.Set(HeaderEpoch, strconv.FormatUint(epoch, 10))
+	m.Header.Set(HeaderHost, n.cfg.Host)
+	ack, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(prev),
+		jetstream.WithMsgID(batchID(pid, prev, epoch, ops)))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// consume applies the stream to the store in order, from the store's applied position
+// on, until the node stops. A consumer that fails is created again.
+func (n *Node) consume() {
+	defer n.wg.Done()
+	for n.ctx.Err() == nil {
+		if err := n.consumeOnce(); err != nil {
+			if n.ctx.Err() != nil {
+				return
+			}
+			var se *store.Error
+			if errors.As(err, &se) && (se.Code == store.CodeCorrupt || se.Code == store.CodeIO || se.Code == store.CodeClosed) {
+				n.errMu.Lock()
+				n.err = err
+				n.errMu.Unlock()
+				n.logf("stopped applying the stream: %v", err)
+				return
+			}
+			select {
+			case <-n.ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func (n *Node) consumeOnce() error {
+	applied, err := n.st.Applied()
+	if err != nil {
+		return err
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{n.cfg.Subject + ".>"}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if applied > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, applied+1
+	}
+	cctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	cons, err := n.js.OrderedConsumer(cctx, n.cfg.Stream, cfg)
+	cancel()
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(n.ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			return err
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		h := m.Headers()
+		prev, _ := strconv.ParseUint(h.Get(HeaderPrev), 10, 64)
+		_, err = n.st.ApplyReplicated(n.ctx, store.Replicated{Pos: md.Sequence.Stream, PID: h.Get(HeaderPID), Prev: prev, Ops: m.Data()})
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// waitApplied waits until the store has applied the stream up to pos.
+func (n *Node) waitApplied(ctx context.Context, pos uint64) error {
+	for {
+		a, err := n.st.Applied()
+		if err != nil {
+			return err
+		}
+		if a >= pos {
+			return nil
+		}
+		if err := n.Err(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errorf(CodeReplicationFailed, ctx.Err(), "the store applied the stream to %d, not yet %d", a, pos)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// leases renews this host's leases and takes over free processes, every quarter TTL.
+func (n *Node) leases() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.LeaseTTL / 4)
+	defer tick.Stop()
+	for {
+		n.renew()
+		n.adoptFree()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (n *Node) renew() {
+	n.mu.Lock()
+	pids := make([]string, 0, len(n.held))
+	for pid := range n.held {
+		pids = append(pids, pid)
+	}
+	n.mu.Unlock()
+	val, _ := json.Marshal(leaseValue{Host: n.cfg.Host})
+	for _, pid := range pids {
+		n.mu.Lock()
+		l := n.held[pid]
+		n.mu.Unlock()
+		if l == nil {
+			continue
+		}
+		if time.Since(l.renewed) > n.cfg.LeaseTTL*3/4 {
+			n.lose(pid, "it expired before a heartbeat got through")
+			continue
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.LeaseTTL/4)
+		rev, err := n.kv.Update(ctx, n.leaseKey(pid), val, l.rev)
+		cancel()
+		switch {
+		case err == nil:
+			n.mu.Lock()
+			if cur := n.held[pid]; cur == l {
+				l.rev, l.renewed = rev, sent
+			}
+			n.mu.Unlock()
+		case isWrongLast(err) || errors.Is(err, jetstream.ErrKeyNotFound):
+			n.lose(pid, "another host holds it")
+		}
+	}
+}
+
+// adoptFree takes over every process this host may serve whose lease is free.
+func (n *Node) adoptFree() {
+	procs, err := n.st.Processes()
+	if err != nil {
+		return
+	}
+	for _, p := range procs {
+		if n.ctx.Err() != nil {
+			return
+		}
+		if p.State == "killed" || (n.cfg.Serve != nil && !n.cfg.Serve(p.PID)) {
+			continue
+		}
+		n.mu.Lock()
+		_, mine := n.held[p.PID]
+		n.mu.Unlock()
+		if mine {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.LeaseTTL/2)
+		_, err := n.kv.Get(ctx, n.leaseKey(p.PID))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			if err := n.takeover(ctx, p.PID); err != nil {
+				n.logf("take over %s: %v", p.PID, err)
+			}
+		}
+		cancel()
+	}
+}
+
+// Takeover takes pid's lease when it is free, catches the store up with the stream,
+// fences the previous owner out (a batch on pid's subject that any later append of
+// the previous owner cannot compare-and-set past), and has the kernel serve it.
+func (n *Node) Takeover(ctx context.Context, pid string) error { return n.takeover(ctx, pid) }
+
+func (n *Node) takeover(ctx context.Context, pid string) error {
+	l, err := n.acquire(ctx, pid)
+	if err != nil {
+		return err
+	}
+	if err := n.fence(ctx, pid, l); err != nil {
+		n.lose(pid, "the takeover failed: "+err.Error())
+		return err
+	}
+	n.logf("took over %s at epoch %d", pid, l.epoch)
+	if n.host != nil {
+		if err := n.host.Adopt(ctx, pid); err != nil {
+			n.lose(pid, "the kernel could not serve it: "+err.Error())
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) fence(ctx context.Context, pid string, l *lease) error {
+	for attempt := 0; ; attempt++ {
+		last := uint64(0)
+		m, err := n.stream.GetLastMsgForSubject(ctx, n.Subject(pid))
+		switch {
+		case err == nil:
+			last = m.Sequence
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		default:
+			return err
+		}
+		if err := n.waitApplied(ctx, last); err != nil {
+			return err
+		}
+		seq, err := n.publish(ctx, pid, last, l.epoch, store.EmptyBatch())
+		if err == nil {
+			return n.waitApplied(ctx, seq)
+		}
+		if !isWrongLast(err) || attempt >= 4 {
+			return err
+		}
+	}
+}
+
+// Placement is where a process is served: the host holding its lease, and the
+// lease's revision.
+type Placement struct {
+	PID      string `json:"pid"`
+	Host     string `json:"host"`
+	Revision uint64 `json:"revision"`
+}
+
+// Placements lists the leases of the cluster, sorted by PID.
+func (n *Node) Placements(ctx context.Context) ([]Placement, error) {
+	lister, err := n.kv.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return nil, errorf(CodeReplicationFailed, err, "list leases: %v", err)
+	}
+	defer lister.Stop()
+	var out []Placement
+	for k := range lister.Keys() {
+		e, err := n.kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var v leaseValue
+		_ = json.Unmarshal(e.Value(), &v)
+		out = append(out, Placement{PID: pidOfKey(k), Host: v.Host, Revision: e.Revision()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out, nil
+}
+
+func pidOfKey(k string) string {
+	k = strings.TrimPrefix(k, "p.")
+	if strings.HasPrefix(k, "=") {
+		if b, err := base64.RawURLEncoding.DecodeString(k[1:]); err == nil {
+			return string(b)
+		}
+	}
+	return k
+}

@@ -1,0 +1,170 @@
+package cluster
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ServerConfig configures the NATS server a host embeds: JetStream on its own
+// directory, a client port for this host (and for tools such as the nats CLI), and a
+// cluster port with routes to the other hosts; three hosts routed to each other form
+// the Raft group that an R3 stream needs.
+type ServerConfig struct {
+	// Name is the server's name, unique in the cluster (the host's name by default).
+	Name string
+	// Dir holds JetStream's files. Required.
+	Dir string
+	// Listen is the client address, host:port ("127.0.0.1:0" picks a free port).
+	Listen string
+	// ClusterName names the cluster; every host of it uses the same ("libos" by default).
+	ClusterName string
+	// ClusterListen is the address other servers route to, host:port. Empty: no
+	// cluster (a single server, R1 streams only).
+	ClusterListen string
+	// Routes are the other servers' cluster addresses (host:port or nats-route://…).
+	Routes []string
+	// LeafRemotes are hub URLs (nats-leaf://host:port) this server connects to as a
+	// leaf node; LeafListen is the address leaf nodes connect to on a hub.
+	LeafRemotes []string
+	LeafListen  string
+	// SyncAlways makes JetStream sync every write to disk before acknowledging it
+	// (otherwise durability comes from replication and a periodic sync).
+	SyncAlways bool
+	// MaxPayload bounds one message (and so one write batch); 0 means 8 MiB.
+	MaxPayload int32
+}
+
+// DefaultMaxPayload is the message bound of an embedded server.
+const DefaultMaxPayload = 8 << 20
+
+// Server is an embedded NATS server.
+type Server struct {
+	s *server.Server
+}
+
+func hostPort(addr, what string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, errorf(CodeInvalidConfig, err, "%s %q is not host:port", what, addr)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 0 || n > 65535 {
+		return "", 0, errorf(CodeInvalidConfig, err, "%s %q has no usable port", what, addr)
+	}
+	return h, n, nil
+}
+
+func urls(list []string, scheme, what string) ([]*url.URL, error) {
+	var out []*url.URL
+	for _, r := range list {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if !strings.Contains(r, "://") {
+			r = scheme + "://" + r
+		}
+		u, err := url.Parse(r)
+		if err != nil || u.Host == "" {
+			return nil, errorf(CodeInvalidConfig, err, "%s %q is not a URL", what, r)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// StartServer starts an embedded NATS server with JetStream and waits until it takes
+// connections.
+func StartServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, errorf(CodeInvalidConfig, nil, "the embedded server needs a directory for JetStream")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:4222"
+	}
+	if cfg.ClusterName == "" {
+		cfg.ClusterName = "libos"
+	}
+	if cfg.MaxPayload <= 0 {
+		cfg.MaxPayload = DefaultMaxPayload
+	}
+	h, p, err := hostPort(cfg.Listen, "listen address")
+	if err != nil {
+		return nil, err
+	}
+	o := &server.Options{
+		ServerName: cfg.Name,
+		Host:       h,
+		Port:       p,
+		JetStream:  true,
+		StoreDir:   cfg.Dir,
+		SyncAlways: cfg.SyncAlways,
+		MaxPayload: cfg.MaxPayload,
+		NoSigs:     true,
+		NoLog:      true,
+	}
+	if cfg.ClusterListen != "" {
+		ch, cp, err := hostPort(cfg.ClusterListen, "cluster listen address")
+		if err != nil {
+			return nil, err
+		}
+		o.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: ch, Port: cp,
+			// Routes are exactly those configured: a server does not learn others'
+			// addresses by gossip, so cutting a route cuts it.
+			NoAdvertise: true}
+		if o.Routes, err = urls(cfg.Routes, "nats-route", "route"); err != nil {
+			return nil, err
+		}
+	} else if len(cfg.Routes) > 0 {
+		return nil, errorf(CodeInvalidConfig, nil, "routes need a cluster listen address")
+	}
+	if cfg.LeafListen != "" {
+		lh, lp, err := hostPort(cfg.LeafListen, "leaf listen address")
+		if err != nil {
+			return nil, err
+		}
+		o.LeafNode.Host, o.LeafNode.Port = lh, lp
+	}
+	if len(cfg.LeafRemotes) > 0 {
+		us, err := urls(cfg.LeafRemotes, "nats-leaf", "leaf remote")
+		if err != nil {
+			return nil, err
+		}
+		o.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: us}}
+	}
+	s, err := server.NewServer(o)
+	if err != nil {
+		return nil, errorf(CodeInvalidConfig, err, "embedded NATS server: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, errorf(CodeReplicationFailed, nil, "embedded NATS server did not start listening on %s", cfg.Listen)
+	}
+	return &Server{s: s}, nil
+}
+
+// ClientURL is the URL a client of this server connects to.
+func (s *Server) ClientURL() string { return s.s.ClientURL() }
+
+// ClusterAddr is the address the server's routes listen on, or "" without a cluster.
+func (s *Server) ClusterAddr() string {
+	if a := s.s.ClusterAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
+// Shutdown stops the server; its clients are disconnected.
+func (s *Server) Shutdown() {
+	s.s.Shutdown()
+	s.s.WaitForShutdown()
+}
+
+func (s *Server) String() string { return fmt.Sprintf("nats-server %s", s.s.Name()) }

@@ -1,0 +1,143 @@
+package libos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/agentlibos/libos/cluster"
+	"github.com/agentlibos/libos/store"
+)
+
+// ClusterOptions turns on the replicated mode (see CLUSTER.md): every durable write
+// batch of a process goes to a NATS JetStream stream before it is acknowledged, a
+// process is served by the one host holding its lease, and another host takes it over
+// when that host is lost. The local store stays the source of reads.
+type ClusterOptions struct {
+	// Host names this host in the cluster (leases, `libos ps`); the machine's host
+	// name by default.
+	Host string
+	// NATSURL joins an existing NATS deployment (JetStream enabled) instead of
+	// embedding a server.
+	NATSURL string
+	// The embedded server: its client address (127.0.0.1:4222 by default), its
+	// cluster address and routes to the other hosts' cluster addresses, and its
+	// JetStream directory (the store's directory + "/jetstream" by default).
+	Listen        string
+	ClusterListen string
+	Routes        []string
+	NATSDir       string
+	// LeafRemotes makes the embedded server a leaf node of these hubs.
+	LeafRemotes []string
+	// SyncAlways makes the embedded server sync every JetStream write to disk before
+	// acknowledging it.
+	SyncAlways bool
+	// Replicas of the stream: 3 by default, 1 for a single host.
+	Replicas int
+	// LeaseTTL: how long a lost host's processes wait before another host takes them
+	// (cluster.DefaultLeaseTTL by default).
+	LeaseTTL time.Duration
+	// Serve picks the processes this host may take over; nil: all.
+	Serve func(pid string) bool
+	// Logf receives the node's own reports (takeovers, lost leases).
+	Logf func(format string, args ...any)
+}
+
+// clusterHost is what a System in the replicated mode runs besides the libOS.
+type clusterHost struct {
+	node   *cluster.Node
+	server *cluster.Server
+}
+
+var hostChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// startCluster starts (or joins) the NATS server and connects the node.
+func startCluster(ctx context.Context, dir string, o *ClusterOptions) (*clusterHost, error) {
+	host := o.Host
+	if host == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "libos"
+		}
+		host = hostChars.ReplaceAllString(strings.SplitN(h, ".", 2)[0], "-")
+	}
+	c := &clusterHost{}
+	url := o.NATSURL
+	if url == "" {
+		nd := o.NATSDir
+		if nd == "" {
+			nd = filepath.Join(dir, "jetstream")
+		}
+		srv, err := cluster.StartServer(cluster.ServerConfig{Name: host, Dir: nd, Listen: o.Listen,
+			ClusterListen: o.ClusterListen, Routes: o.Routes, LeafRemotes: o.LeafRemotes, SyncAlways: o.SyncAlways})
+		if err != nil {
+			return nil, fmt.Errorf("libos: cluster: %w", err)
+		}
+		c.server, url = srv, srv.ClientURL()
+	}
+	node, err := cluster.Connect(ctx, cluster.Config{Host: host, URL: url, Replicas: o.Replicas,
+		LeaseTTL: o.LeaseTTL, Serve: o.Serve, Logf: o.Logf})
+	if err != nil {
+		if c.server != nil {
+			c.server.Shutdown()
+		}
+		return nil, fmt.Errorf("libos: cluster: %w", err)
+	}
+	c.node = node
+	return c, nil
+}
+
+func (c *clusterHost) storeOptions() store.Options {
+	if c == nil {
+		return store.Options{}
+	}
+	return store.Options{Replicator: c.node}
+}
+
+func (c *clusterHost) close() error {
+	if c == nil {
+		return nil
+	}
+	err := c.node.Close()
+	if c.server != nil {
+		c.server.Shutdown()
+	}
+	return err
+}
+
+// Cluster is the System's membership in a cluster, nil when it runs on one host.
+func (s *System) Cluster() *cluster.Node {
+	if s.cluster == nil {
+		return nil
+	}
+	return s.cluster.node
+}
+
+// Placement is where a process is served in the replicated mode.
+type Placement = cluster.Placement
+
+// Placements lists where each process is served (the host holding its lease); nil on
+// one host.
+func (s *System) Placements(ctx context.Context) ([]Placement, error) {
+	if s.cluster == nil {
+		return nil, nil
+	}
+	return s.cluster.node.Placements(ctx)
+}
+
+// crash stops the System as a machine loss would: the node stops without giving up
+// its leases, the embedded server stops, the kernel and the store are left as they
+// are. Only tests call it.
+func (s *System) crash() {
+	if s.cluster != nil {
+		s.cluster.node.Abandon()
+		if s.cluster.server != nil {
+			s.cluster.server.Shutdown()
+		}
+	}
+	s.Kernel.Close()
+}

@@ -1,0 +1,191 @@
+package libos_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentlibos/libos"
+	"github.com/agentlibos/libos/cluster"
+	"github.com/agentlibos/libos/store"
+)
+
+// testLeaseTTL keeps failover short on loopback; production uses the default.
+const testLeaseTTL = 2 * time.Second
+
+// freePorts returns n loopback addresses nothing listens on now.
+func freePorts(t testing.TB, n int) []string {
+	t.Helper()
+	var out []string
+	var ls []net.Listener
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}
+
+// host is one libOS host of a test cluster.
+type host struct {
+	name, dir, listen, clusterAddr string
+	routes                         []string
+	sys                            *libos.System
+}
+
+func (h *host) open(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sys, err := libos.Open(ctx, h.dir, libos.Options{Cluster: &libos.ClusterOptions{
+		Host: h.name, Listen: h.listen, ClusterListen: h.clusterAddr, Routes: h.routes,
+		LeaseTTL: testLeaseTTL, Logf: t.Logf,
+	}})
+	if err != nil {
+		t.Fatalf("open %s: %v", h.name, err)
+	}
+	h.sys = sys
+}
+
+// startHosts starts n hosts routed to each other, each with its own store and
+// JetStream directory, concurrently (JetStream forms its Raft group once a quorum is up).
+func startHosts(t testing.TB, n int) []*host {
+	t.Helper()
+	clients, routes := freePorts(t, n), freePorts(t, n)
+	hs := make([]*host, n)
+	for i := range hs {
+		hs[i] = &host{name: fmt.Sprintf("h%d", i), dir: filepath.Join(t.TempDir(), "store"), listen: clients[i], clusterAddr: routes[i]}
+		for j, r := range routes {
+			if j != i {
+				hs[i].routes = append(hs[i].routes, r)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		wg.Add(1)
+		go func() { defer wg.Done(); h.open(t) }()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, h := range hs {
+			if h.sys != nil {
+				h.sys.Close()
+			}
+		}
+	})
+	return hs
+}
+
+// servedBy waits until one of hs serves pid and returns it.
+func servedBy(t testing.TB, pid string, within time.Duration, hs ...*host) *host {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, h := range hs {
+			if _, err := h.sys.Process(pid); err == nil {
+				return h
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no host took %s over within %v", pid, within)
+	return nil
+}
+
+// CLUSTER.md and DESIGN, beyond one host: "a process is served by one host at a time
+// under a lease whose revision fences stale owners; another host takes over a lost
+// process, catches up from the stream and rehydrates it." Three hosts, a process with
+// a JIT tool on the first; the first is lost without a clean shutdown; another serves
+// the process with every acknowledged event, a log that verifies, its JIT tool by
+// name, and its call in flight reported as unknown settlement.
+func TestClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NATS servers")
+	}
+	ctx := context.Background()
+	t0 := time.Now()
+	hs := startHosts(t, 3)
+	t.Logf("three hosts up in %v", time.Since(t0))
+	a := hs[0]
+	img, err := libos.DefaultImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := a.sys.SpawnImage(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.sys.Cluster().Holds(pid) {
+		t.Fatal("the spawning host does not hold the new process's lease")
+	}
+	register(t, a.sys, pid)
+	for i := 0; i < 3; i++ {
+		callAdd(t, a.sys, pid)
+	}
+	// A call in flight when the host is lost: its tool_called is acknowledged, its
+	// settlement never comes.
+	if _, err := a.sys.Store().Append(ctx, pid, store.EventToolCalled, json.RawMessage(`{"call_id":"in-flight","tool":"add"}`)); err != nil {
+		t.Fatal(err)
+	}
+	acked, err := a.sys.Events(pid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("spawned, registered, called at %v", time.Since(t0))
+	libos.Crash(a.sys)
+	lost := time.Now()
+
+	b := servedBy(t, pid, 60*time.Second, hs[1], hs[2])
+	t.Logf("%s serves %s %v after the loss of %s", b.name, pid, time.Since(lost), a.name)
+	got, err := b.sys.Events(pid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < len(acked) {
+		t.Fatalf("%s has %d events of %s, %d were acknowledged", b.name, len(got), pid, len(acked))
+	}
+	for i, e := range acked {
+		if string(got[i].Hash) != string(e.Hash) || got[i].Type != e.Type {
+			t.Fatalf("event %d: %s has %s, %s acknowledged %s", e.Seq, b.name, got[i].Type, a.name, e.Type)
+		}
+	}
+	if err := b.sys.VerifyLog(pid); err != nil {
+		t.Fatalf("verify on %s: %v", b.name, err)
+	}
+	callAdd(t, b.sys, pid)
+	var unknown bool
+	for _, u := range b.sys.UnknownSettlements() {
+		unknown = unknown || (u.PID == pid && u.CallID == "in-flight")
+	}
+	if !unknown {
+		t.Fatalf("the call in flight was not reported as unknown settlement: %+v", b.sys.UnknownSettlements())
+	}
+	ps, err := b.sys.Placements(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var where string
+	for _, p := range ps {
+		if p.PID == pid {
+			where = p.Host
+		}
+	}
+	if where != b.name {
+		t.Fatalf("placements say %s is on %q, it is served by %s", pid, where, b.name)
+	}
+	_ = errors.Is
+	_ = cluster.ErrLeaseLost
+}
