@@ -677,3 +677,26 @@ func pidOfKey(k string) string {
 	}
 	return k
 }
+
+// ReadPlacements connects to the NATS deployment at url and lists where each process
+// of stream (DefaultStream when empty) is served, creating and changing nothing: for
+// `libos ps` on any machine that reaches the cluster.
+func ReadPlacements(ctx context.Context, url, stream string) ([]Placement, error) {
+	if stream == "" {
+		stream = DefaultStream
+	}
+	nc, err := nats.Connect(url, nats.Name("libos-ps"))
+	if err != nil {
+		return nil, errorf(CodeReplicationFailed, err, "connect to %s: %v", url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, errorf(CodeReplicationFailed, err, "JetStream: %v", err)
+	}
+	kv, err := js.KeyValue(ctx, stream+"_LEASES")
+	if err != nil {
+		return nil, errorf(CodeReplicationFailed, err, "the lease bucket of %s: %v", stream, err)
+	}
+	return (&Node{kv: kv}).Placements(ctx)
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentlibos/libos/cluster"
 	"io"
 	"os"
 	"strconv"
@@ -293,14 +294,19 @@ This is operator documentation: a model has no way to list routes.`,
 
 func newPsCmd(e *env) *cobra.Command {
 	var asJSON bool
+	var natsURL string
 	c := &cobra.Command{
 		Use:   "ps",
 		Short: "List the processes in the store",
 		Long: `ps lists every process the store holds, killed ones included: PID, state, image,
 projection, capabilities and when it was created. When 'libos serve' holds the store,
-the list comes from it.`,
+the list comes from it.
+
+In the replicated mode (serve --cluster), --nats URL adds the HOST that serves each
+process: the holder of its lease in the cluster ("-" when no host holds it now).`,
 		Example: `  libos ps
-  libos ps --data ./agent-store --json`,
+  libos ps --data ./agent-store --json
+  libos ps --nats nats://127.0.0.1:4222`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var procs []engine.ProcessInfo
@@ -317,6 +323,17 @@ the list comes from it.`,
 				ActiveSkills []string  `json:"active_skills"`
 				Parent       string    `json:"parent,omitempty"`
 				Created      time.Time `json:"created"`
+				Host         string    `json:"host,omitempty"`
+			}
+			where := map[string]string{}
+			if natsURL != "" {
+				ps, err := cluster.ReadPlacements(cmd.Context(), natsURL, "")
+				if err != nil {
+					return usageErr("--nats %s: %v", natsURL, err)
+				}
+				for _, p := range ps {
+					where[p.PID] = p.Host
+				}
 			}
 			rows := []row{}
 			for _, p := range procs {
@@ -328,20 +345,36 @@ the list comes from it.`,
 				if active == nil {
 					active = []string{}
 				}
-				rows = append(rows, row{p.PID, p.State, p.Image, p.ImageVersion, string(p.Projection), caps, active, p.Parent, p.Created.UTC()})
+				r := row{p.PID, p.State, p.Image, p.ImageVersion, string(p.Projection), caps, active, p.Parent, p.Created.UTC(), ""}
+				if natsURL != "" {
+					r.Host = where[p.PID]
+					if r.Host == "" {
+						r.Host = "-"
+					}
+				}
+				rows = append(rows, r)
 			}
 			if asJSON {
 				return writeJSON(e.stdout, rows)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PID\tSTATE\tIMAGE\tPROJECTION\tCREATED\tCAPABILITIES")
+			if natsURL != "" {
+				fmt.Fprintln(tw, "PID\tHOST\tSTATE\tIMAGE\tPROJECTION\tCREATED\tCAPABILITIES")
+			} else {
+				fmt.Fprintln(tw, "PID\tSTATE\tIMAGE\tPROJECTION\tCREATED\tCAPABILITIES")
+			}
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%s\t%s\t%s\n", r.PID, r.State, r.Image, r.ImageVersion, r.Projection, r.Created.Format(time.RFC3339), strings.Join(r.Capabilities, ","))
+				host := ""
+				if natsURL != "" {
+					host = r.Host + "\t"
+				}
+				fmt.Fprintf(tw, "%s\t%s%s\t%s@%s\t%s\t%s\t%s\n", r.PID, host, r.State, r.Image, r.ImageVersion, r.Projection, r.Created.Format(time.RFC3339), strings.Join(r.Capabilities, ","))
 			}
 			return tw.Flush()
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().StringVar(&natsURL, "nats", "", "the cluster's NATS URL: show the host serving each process")
 	return c
 }
 

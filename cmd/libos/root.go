@@ -23,6 +23,9 @@ type env struct {
 	logLevel  string
 
 	log *slog.Logger
+
+	// cluster, set by serve --cluster, opens the System in the replicated mode.
+	cluster *los.ClusterOptions
 }
 
 func newRoot(e *env) *cobra.Command {

@@ -32,6 +32,9 @@ type serveFlags struct {
 	tlsCert       string
 	tlsKey        string
 	insecure      bool
+
+	// The replicated mode (serve_cluster.go).
+	cluster clusterFlags
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -109,6 +112,7 @@ the store closes. The PID is logged on stderr; stdout belongs to the protocol.`,
 	c.MarkFlagsMutuallyExclusive("pid", "projection")
 	c.MarkFlagsMutuallyExclusive("pid", "new")
 	authFlags(c, &f)
+	addClusterFlags(c, &f.cluster)
 	return c
 }
 
@@ -129,6 +133,9 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		if img, err = loadImage(f.image, proj); err != nil {
 			return err
 		}
+	}
+	if e.cluster, err = f.cluster.options(e); err != nil {
+		return err
 	}
 	sys, err := e.open(ctx, readWrite)
 	if err != nil {
@@ -190,6 +197,9 @@ func serveProcess(ctx context.Context, e *env, f serveFlags, sys *system, img *i
 		proj = info.Projection
 		e.log.Info("spawned a process", "pid", pid, "projection", proj, "store", sys.dir)
 	} else if f.pid != "" {
+		if err := serveHere(ctx, sys, pid); err != nil {
+			return err
+		}
 		info, err := sys.k.Process(pid)
 		if err != nil {
 			return usageErr("--pid %s: %v (list processes with 'libos ps')", pid, err)

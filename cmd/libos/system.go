@@ -103,7 +103,7 @@ func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
 // them, and in readOnly mode opening writes nothing.
 func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, error) {
 	ls, err := retryWithoutCache(e, func(cacheDir string) (*los.System, error) {
-		return los.Open(ctx, dir, los.Options{CacheDir: cacheDir, SkipJITRestore: mode == readOnly})
+		return los.Open(ctx, dir, los.Options{CacheDir: cacheDir, SkipJITRestore: mode == readOnly, Cluster: e.cluster})
 	})
 	if err != nil {
 		if errors.Is(err, los.ErrStoreInUse) {

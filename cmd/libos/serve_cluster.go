@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	los "github.com/agentlibos/libos"
+)
+
+// clusterFlags are serve's flags of the replicated mode (CLUSTER.md).
+type clusterFlags struct {
+	on            bool
+	host          string
+	listen        string
+	clusterListen string
+	routes        string
+	natsURL       string
+	natsDir       string
+	leafRemotes   string
+	replicas      int
+	leaseTTL      time.Duration
+	syncAlways    bool
+}
+
+func addClusterFlags(c *cobra.Command, f *clusterFlags) {
+	fl := c.Flags()
+	fl.BoolVar(&f.on, "cluster", false, "replicated mode: every write goes to a NATS JetStream stream first; processes survive the loss of this host (see CLUSTER.md)")
+	fl.StringVar(&f.host, "cluster-host", "", "this host's name in the cluster (default: the machine's host name)")
+	fl.StringVar(&f.listen, "nats-listen", "", "client address of the embedded NATS server (default 127.0.0.1:4222)")
+	fl.StringVar(&f.clusterListen, "cluster-listen", "", "address the embedded NATS server's routes listen on (host:port)")
+	fl.StringVar(&f.routes, "cluster-routes", "", "the other hosts' cluster addresses, comma-separated (host:port,...)")
+	fl.StringVar(&f.natsURL, "nats", "", "join an existing NATS deployment (JetStream enabled) at URL instead of embedding a server")
+	fl.StringVar(&f.natsDir, "nats-dir", "", "JetStream directory of the embedded server (default: DATA/jetstream)")
+	fl.StringVar(&f.leafRemotes, "leaf-remotes", "", "run the embedded server as a leaf node of these hubs (nats-leaf://host:port,...)")
+	fl.IntVar(&f.replicas, "replicas", 0, "replicas of the stream: 3 (default) or 1 for a single host")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", 0, "how long a lost host's processes wait before another host takes them (default 10s)")
+	fl.BoolVar(&f.syncAlways, "nats-sync-always", false, "the embedded server syncs every JetStream write to disk before acknowledging it")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// options returns the System's cluster options, nil without --cluster.
+func (f clusterFlags) options(e *env) (*los.ClusterOptions, error) {
+	used := f.host != "" || f.listen != "" || f.clusterListen != "" || f.routes != "" || f.natsURL != "" ||
+		f.natsDir != "" || f.leafRemotes != "" || f.replicas != 0 || f.leaseTTL != 0 || f.syncAlways
+	if !f.on {
+		if used {
+			return nil, usageErr("the cluster flags need --cluster")
+		}
+		return nil, nil
+	}
+	if f.natsURL != "" && (f.listen != "" || f.clusterListen != "" || f.routes != "" || f.leafRemotes != "") {
+		return nil, usageErr("--nats joins an existing NATS deployment: it does not go with the embedded server's --nats-listen, --cluster-listen, --cluster-routes or --leaf-remotes")
+	}
+	return &los.ClusterOptions{Host: f.host, NATSURL: f.natsURL, Listen: f.listen, ClusterListen: f.clusterListen,
+		Routes: splitList(f.routes), NATSDir: f.natsDir, LeafRemotes: splitList(f.leafRemotes), Replicas: f.replicas,
+		LeaseTTL: f.leaseTTL, SyncAlways: f.syncAlways,
+		Logf: func(format string, args ...any) { e.log.Info("cluster", "event", fmt.Sprintf(format, args...)) }}, nil
+}
+
+// serveHere makes sure this host serves pid in the replicated mode: it takes the
+// process over when its lease is free, and names the host that serves it otherwise.
+func serveHere(ctx context.Context, sys *system, pid string) error {
+	node := sys.Cluster()
+	if node == nil || node.Holds(pid) {
+		return nil
+	}
+	if err := node.Takeover(ctx, pid); err != nil {
+		where := "another host"
+		if ps, perr := sys.Placements(ctx); perr == nil {
+			for _, p := range ps {
+				if p.PID == pid {
+					where = "host " + p.Host
+				}
+			}
+		}
+		return usageErr("--pid %s is served by %s: %v", pid, where, err)
+	}
+	return nil
+}
