@@ -135,6 +135,17 @@ func TestClusterFailover(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		callAdd(t, a.sys, pid)
 	}
+	// A fork writes the new process and an event of the checkpoint's process in one
+	// batch: it travels on the existing process's subject.
+	cp, err := a.sys.Checkpoint(ctx, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forked, err := a.sys.Fork(ctx, cp)
+	if err != nil {
+		t.Fatalf("fork in the replicated mode: %v", err)
+	}
+	callAdd(t, a.sys, forked)
 	// A call in flight when the host is lost: its tool_called is acknowledged, its
 	// settlement never comes.
 	if _, err := a.sys.Store().Append(ctx, pid, store.EventToolCalled, json.RawMessage(`{"call_id":"in-flight","tool":"add"}`)); err != nil {
@@ -186,6 +197,15 @@ func TestClusterFailover(t *testing.T) {
 	if where != b.name {
 		t.Fatalf("placements say %s is on %q, it is served by %s", pid, where, b.name)
 	}
-	_ = errors.Is
-	_ = cluster.ErrLeaseLost
+	f := servedBy(t, forked, 60*time.Second, hs[1], hs[2])
+	if err := f.sys.VerifyLog(forked); err != nil {
+		t.Fatalf("verify the fork on %s: %v", f.name, err)
+	}
+	callAdd(t, f.sys, forked)
+	// The lost host's kernel is still in memory (a partitioned host, say): it no
+	// longer serves the process, and its store refuses any write of it.
+	_, err = a.sys.Store().Append(ctx, pid, "note", json.RawMessage(`{"from":"the lost host"}`))
+	if err == nil || !(errors.Is(err, cluster.ErrLeaseLost) || errors.Is(err, cluster.ErrReplicationFailed)) {
+		t.Fatalf("an append on the lost host: %v, want lease_lost or replication_failed", err)
+	}
 }

@@ -26,4 +26,28 @@
 // the store under dir; candidates go in through Validator and come back as Reports;
 // nothing else is written outside dir except, when Options.CacheDir is set, the
 // compiled guest in that directory.
+//
+// # The path of one tool call
+//
+// One MCP tools/call of a JIT tool, from the frame to Pebble, in DESIGN's order, one
+// package at a time:
+//
+//  1. mcpserver: the transport reads the message and parses it once, exactly
+//     (internal/jsonexact), refusing a bad frame as protocol_frame before the SDK sees
+//     it; the tools/call is handed to the kernel as a frame.
+//  2. engine: the adapter normalises the frame, then route (projection and lookup),
+//     capability (the visibility gate), approval, arguments (size and input schema),
+//     budget; tool_called is written, the handler runs, and the result is checked
+//     (size, output schema) and settled with tool_result or tool_failed. The call
+//     carries its syscall authority (Call.SyscallCaller) down to the handler.
+//  3. tools: the JIT handler runs the registered program in the sandbox with that
+//     authority and maps a sandbox failure to the call's code.
+//  4. wasm: the program runs in QuickJS; each libos.syscall crosses the boundary as
+//     JSON and goes out through the Syscaller.
+//  5. syscalls: the router takes each syscall through route, capability, approval,
+//     arguments, budget, provider and result, and audits it.
+//  6. store: every event and write above is a Pebble batch; the hash-chained log is the
+//     record of the call.
+//
+// Each result goes back up the same way; no package is entered twice going down.
 package libos

@@ -32,11 +32,11 @@ const (
 	// message of it was stored as a digest only).
 	CodeNotResumable liberr.Code = "agent_not_resumable"
 	// CodeInvalidConfig: the loop's configuration is unusable.
-	CodeInvalidConfig liberr.Code = "invalid_config"
+	CodeInvalidConfig liberr.Code = liberr.CodeInvalidConfig
 	// CodeCanceled: the run was cancelled (Ctrl-C, the context).
-	CodeCanceled liberr.Code = "canceled"
+	CodeCanceled liberr.Code = liberr.CodeCanceled
 	// CodeStorage: the log refused a write; the loop stops before going on.
-	CodeStorage liberr.Code = "storage_failed"
+	CodeStorage liberr.Code = liberr.CodeStorage
 	// codeUnknownSettlement is what the model is told of a call dispatched before a
 	// stop whose outcome was never recorded.
 	codeUnknownSettlement liberr.Code = "unknown_settlement"

@@ -215,7 +215,12 @@ func (k *Kernel) awaitApproval(ctx context.Context, p *process, sub approvalSubj
 	select {
 	case <-w.done:
 	case <-ctx.Done():
+		// The caller's deadline is a timeout like the approval's own; a caller that
+		// went away (Ctrl-C, a cancelled request) cancels.
 		woke = wokeCanceled
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			woke = wokeTimeout
+		}
 	case <-timer.C:
 		woke = wokeTimeout
 	case <-k.closing:

@@ -28,11 +28,11 @@ const (
 	// process's allowed-tool set) refuses it.
 	CodeNotAllowed Code = "tool_not_allowed"
 	// CodeLimitExceeded: an argument or result exceeded its size limit.
-	CodeLimitExceeded Code = "limit_exceeded"
+	CodeLimitExceeded = liberr.CodeLimitExceeded
 	// CodeBudgetExceeded: the process has used its tool-call budget.
-	CodeBudgetExceeded Code = "budget_exceeded"
+	CodeBudgetExceeded = liberr.CodeBudgetExceeded
 	// CodeToolFailed: the handler returned an error without a code of its own.
-	CodeToolFailed Code = "tool_failed"
+	CodeToolFailed = liberr.CodeToolFailed
 	// CodeOutputInvalid: the handler returned something that is not exact JSON or that
 	// does not satisfy the tool's output schema.
 	CodeOutputInvalid Code = "output_invalid"
@@ -45,34 +45,34 @@ const (
 	// or removing one that is not there.
 	CodeToolConflict Code = "tool_conflict"
 	// CodeInvalidConfig: a Spawn or Open configuration is unusable.
-	CodeInvalidConfig Code = "invalid_config"
+	CodeInvalidConfig = liberr.CodeInvalidConfig
 	// CodeInvalidImage: an image manifest (or one of its Skills) is unusable; the
 	// error's Details list every problem at once.
-	CodeInvalidImage Code = "invalid_image"
+	CodeInvalidImage = liberr.CodeInvalidImage
 	// CodeInvalidSkill: a SKILL.md document is unusable; Details list every problem.
-	CodeInvalidSkill Code = "invalid_skill"
+	CodeInvalidSkill = liberr.CodeInvalidSkill
 	// CodeUnknownSkill: the image ships no Skill of that name.
 	CodeUnknownSkill Code = "unknown_skill"
 	// CodeProcessPaused: the process is paused; the operator resumes it.
 	CodeProcessPaused Code = "process_paused"
 	// CodeApprovalDenied: the operator denied the call, or the approval found does
 	// not apply to it (other arguments, another tool definition).
-	CodeApprovalDenied Code = "approval_denied"
+	CodeApprovalDenied = liberr.CodeApprovalDenied
 	// CodeApprovalTimeout: no decision arrived in time; a timeout denies.
-	CodeApprovalTimeout Code = "approval_timeout"
+	CodeApprovalTimeout = liberr.CodeApprovalTimeout
 	// CodeCanceled: the caller went away (Ctrl-C, a cancelled MCP request) while the
 	// call waited; a pending approval it asked for expires with it.
-	CodeCanceled Code = "canceled"
+	CodeCanceled = liberr.CodeCanceled
 	// CodeNotFound: an operator request named a checkpoint, approval or binding that
 	// does not exist.
-	CodeNotFound Code = "not_found"
+	CodeNotFound = liberr.CodeNotFound
 	// CodeInvalidState: the operation does not apply in the current state (a decided
 	// approval decided again, a killed process resumed).
 	CodeInvalidState Code = "invalid_state"
 	// CodeClosed: the kernel is closed.
 	CodeClosed Code = "kernel_closed"
 	// CodeStorage: the durable store refused a write; the call is not acknowledged.
-	CodeStorage Code = "storage_failed"
+	CodeStorage = liberr.CodeStorage
 )
 
 // Error is the typed error of every engine operation: the module's one error type

@@ -1,5 +1,7 @@
 package jsbundle
 
+import "github.com/agentlibos/libos/liberr"
+
 // Options configures Compile. The zero value is ready to use.
 type Options struct {
 	// MaxSourceBytes bounds the TypeScript source, checked before anything parses it.
@@ -43,7 +45,7 @@ type Program struct {
 const (
 	CodeSourceTooLarge         = "source_too_large"
 	CodeTooComplex             = "source_too_complex" // nesting beyond what the compiler bounds
-	CodeSyntaxError            = "syntax_error"
+	CodeSyntaxError            = string(liberr.CodeSyntaxError)
 	CodeUnsupportedSyntax      = "unsupported_syntax" // valid TypeScript esbuild cannot lower to ES2020
 	CodeImportForbidden        = "import_forbidden"
 	CodeReexportForbidden      = "reexport_forbidden"

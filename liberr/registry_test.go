@@ -58,6 +58,7 @@ func emitted(t *testing.T) map[string]map[string]bool {
 		}
 		out[code][dir] = true
 	}
+	shared := sharedCodes(t)
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(moduleRoot, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -78,13 +79,31 @@ func emitted(t *testing.T) map[string]map[string]bool {
 		}
 		dir, _ := filepath.Rel(moduleRoot, filepath.Dir(p))
 		dir = filepath.ToSlash(dir)
-		str := func(e ast.Expr) (string, bool) {
-			bl, ok := e.(*ast.BasicLit)
-			if !ok || bl.Kind != token.STRING {
-				return "", false
+		// A code is a string literal, a shared code of this package named as
+		// liberr.CodeX (codes.go), or a conversion of either (Code(liberr.CodeX)).
+		var str func(e ast.Expr) (string, bool)
+		str = func(e ast.Expr) (string, bool) {
+			switch e := e.(type) {
+			case *ast.BasicLit:
+				if e.Kind != token.STRING {
+					return "", false
+				}
+				s, err := strconv.Unquote(e.Value)
+				return s, err == nil
+			case *ast.SelectorExpr:
+				if x, ok := e.X.(*ast.Ident); ok && x.Name == "liberr" {
+					c, ok := shared[e.Sel.Name]
+					return string(c), ok
+				}
+			case *ast.CallExpr:
+				if f, ok := e.Fun.(*ast.Ident); ok && len(e.Args) == 1 && (f.Name == "Code" || f.Name == "string") {
+					return str(e.Args[0])
+				}
 			}
-			s, err := strconv.Unquote(bl.Value)
-			return s, err == nil
+			return "", false
+		}
+		if dir == "liberr" {
+			return nil // declares the shared codes; the packages that name them emit them
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
@@ -201,4 +220,31 @@ func TestErrorsDoc(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("ERRORS.md differs from liberr's registry; regenerate it with go test ./liberr -run TestErrorsDoc -update")
 	}
+}
+
+// sharedCodes reads the constants of codes.go: name to code.
+func sharedCodes(t *testing.T) map[string]Code {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "codes.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Code{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if v, ok := n.(*ast.ValueSpec); ok {
+			for i, name := range v.Names {
+				if i < len(v.Values) {
+					if bl, ok := v.Values[i].(*ast.BasicLit); ok && bl.Kind == token.STRING {
+						c, _ := strconv.Unquote(bl.Value)
+						out[name.Name] = Code(c)
+					}
+				}
+			}
+		}
+		return true
+	})
+	if len(out) == 0 {
+		t.Fatal("codes.go declares no shared code")
+	}
+	return out
 }

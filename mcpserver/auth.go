@@ -87,7 +87,7 @@ const (
 	// authentication and TLS.
 	CodeInsecureListener = "insecure_listener"
 	// codeInvalidConfig: a token file or an authorization configuration is unusable.
-	codeInvalidConfig = "invalid_config"
+	codeInvalidConfig = liberr.CodeInvalidConfig
 )
 
 const layerName = "mcpserver"

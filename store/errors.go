@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -13,7 +14,7 @@ type Code string
 // Error codes returned by this package.
 const (
 	// CodeNotFound: the record does not exist, or belongs to another process.
-	CodeNotFound Code = "not_found"
+	CodeNotFound Code = Code(liberr.CodeNotFound)
 	// CodeInUse: another process holds the store directory.
 	CodeInUse Code = "in_use"
 	// CodeFormatUnsupported: the directory was written by a newer (or unknown) layout.
@@ -30,9 +31,9 @@ const (
 	// CodeCorrupt: a stored record cannot be decoded or the event chain does not verify.
 	CodeCorrupt Code = "corrupt"
 	// CodeLimitExceeded: a budget counter would exceed its limit.
-	CodeLimitExceeded Code = "limit_exceeded"
+	CodeLimitExceeded Code = Code(liberr.CodeLimitExceeded)
 	// CodeCanceled: the context was done before the write was submitted.
-	CodeCanceled Code = "canceled"
+	CodeCanceled Code = Code(liberr.CodeCanceled)
 )
 
 // Error is the error type of this package. Match it with errors.Is against the

@@ -21,7 +21,7 @@ const (
 	// CodeBudgetExceeded: a durable budget of the process is spent.
 	CodeBudgetExceeded = "budget_exceeded"
 	// CodeLimitExceeded: a structural bound was hit (tools.call depth).
-	CodeLimitExceeded = "limit_exceeded"
+	CodeLimitExceeded = liberr.CodeLimitExceeded
 	// CodeProviderFailed: the provider failed, or returned a result that does not match
 	// the route's result schema.
 	CodeProviderFailed = "provider_failed"

@@ -78,7 +78,7 @@ func TestJournalRecordsResultsAndTypedErrors(t *testing.T) {
 	}{
 		{"clock.now", `{"timezone":"UTC"}`, string(now), "", ""},
 		{"kv.put", `{"key":"k","value":1}`, "", CodeCapabilityDenied, denied.Error()},
-		{"no.such", `{}`, "", CodeUnknownSyscall, unknown.Error()},
+		{"no.such", `{}`, "", string(CodeUnknownSyscall), unknown.Error()},
 		{"kv.get", `{"key":"k"}`, string(got), "", ""},
 	}
 	for i, w := range want {

@@ -574,7 +574,7 @@ func TestToolsCall(t *testing.T) {
 	})
 	t.Run("a tool that calls itself stops at the depth bound", func(t *testing.T) {
 		_, err := b.Syscall(context.Background(), "tools.call", json.RawMessage(`{"tool":"recurse","arguments":{}}`))
-		if codeOf(err) != CodeLimitExceeded || !strings.Contains(err.Error(), "depth 4 exceeds the bound of 3") {
+		if codeOf(err) != string(CodeLimitExceeded) || !strings.Contains(err.Error(), "depth 4 exceeds the bound of 3") {
 			t.Fatalf("%v", err)
 		}
 		evs, _ := s.Events("p", 0, 0)
@@ -595,7 +595,7 @@ func TestToolsCall(t *testing.T) {
 			_ = json.Unmarshal(e.Data, &ev)
 			if ev.Stage == "depth" {
 				refused++
-				if ev.Decision != "denied" || ev.Code != CodeLimitExceeded || ev.Depth != 3 {
+				if ev.Decision != "denied" || ev.Code != string(CodeLimitExceeded) || ev.Depth != 3 {
 					t.Fatalf("depth refusal audited as %+v", ev)
 				}
 			}

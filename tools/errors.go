@@ -1,8 +1,8 @@
 package tools
 
 import (
-	"errors"
 	"fmt"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // Code is the stable machine code of a tools error. The model sees it as the code of
@@ -22,7 +22,7 @@ const (
 	// registered JIT) or already bound in it. There are no replacement semantics.
 	CodeNameConflict Code = "name_conflict"
 	// CodeLimitExceeded: a part of the proposal is larger than its documented bound.
-	CodeLimitExceeded Code = "limit_exceeded"
+	CodeLimitExceeded Code = Code(liberr.CodeLimitExceeded)
 	// CodeInvalidSchema: a declared schema is not exact JSON, does not compile as JSON
 	// Schema 2020-12, refers to a remote $ref, or (input schema) does not declare an
 	// object root.
@@ -32,7 +32,7 @@ const (
 	CodeInvalidTest Code = "invalid_test"
 	// CodeNotFound: no candidate with that ID belongs to the calling process. Missing,
 	// unknown and other processes' candidates all get this same answer.
-	CodeNotFound Code = "not_found"
+	CodeNotFound Code = Code(liberr.CodeNotFound)
 	// CodeAlreadySettled: validate_jit_tool on a candidate that was already validated
 	// (or rejected, or registered); the recorded result stands and nothing is re-run.
 	CodeAlreadySettled Code = "already_settled"
@@ -46,9 +46,9 @@ const (
 	// CodeUnavailable: the JIT subsystem is not attached to a kernel yet.
 	CodeUnavailable Code = "unavailable"
 	// CodeStorage: the durable store refused a read or write; nothing was acknowledged.
-	CodeStorage Code = "storage_failed"
+	CodeStorage Code = Code(liberr.CodeStorage)
 	// CodeToolFailed: a JIT tool's program failed in a way that has no code of its own.
-	CodeToolFailed Code = "tool_failed"
+	CodeToolFailed Code = Code(liberr.CodeToolFailed)
 )
 
 // Error is the typed error of this package. A JIT tool call that fails in the sandbox
@@ -117,13 +117,4 @@ func errorf(code Code, format string, args ...any) *Error {
 
 func storageErr(what string, err error) *Error {
 	return &Error{Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
-}
-
-// codeOf returns the machine code of err, for the checks in this package.
-func codeOf(err error) string {
-	var c interface{ ErrorCode() string }
-	if errors.As(err, &c) {
-		return c.ErrorCode()
-	}
-	return ""
 }

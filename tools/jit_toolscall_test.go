@@ -107,7 +107,7 @@ func TestToolsCallThroughThePipeline(t *testing.T) {
 		pid := w.spawn(t, engine.Direct, "tools:call")
 		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, "recurse", recurses, open))))
 		_, err := w.call(t, pid, "recurse", `{"n":0}`)
-		if codeOf(err) != syscalls.CodeLimitExceeded {
+		if codeOf(err) != string(syscalls.CodeLimitExceeded) {
 			t.Fatalf("got %v (%s), want limit_exceeded", err, codeOf(err))
 		}
 		evs := w.events(t, pid)

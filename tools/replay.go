@@ -298,7 +298,7 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 	// engine judges a JIT tool's return (output schema included).
 	gotCode, gotValue := "", json.RawMessage(nil)
 	if runErr != nil {
-		gotCode = codeOf(runError(c.tool, runErr, w.denied.Load()))
+		gotCode = string(liberr.CodeOf(runError(c.tool, runErr, w.denied.Load())))
 	} else {
 		v, derr := jsonexact.DecodeAny(res.Value, 0)
 		switch {

@@ -437,7 +437,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 			tr.Observed = observed(res.Value)
 			return fail(CodeExpectedMismatch, fmt.Sprintf("returned a value; expected the refusal %s", tc.expectErr), nil, "")
 		}
-		if got := codeOf(runError("the program", runErr, w.denied.Load())); got != tc.expectErr {
+		if got := string(liberr.CodeOf(runError("the program", runErr, w.denied.Load()))); got != tc.expectErr {
 			return fail(CodeExpectedMismatch, fmt.Sprintf("failed with %s; expected the refusal %s: %s", got, tc.expectErr, runErr.Error()), nil, "")
 		}
 		tr.OK = true

@@ -2,13 +2,14 @@ package wasm
 
 import (
 	"errors"
+	"github.com/agentlibos/libos/liberr"
 	"strings"
 )
 
 // Stable error codes of *Error. Callers and the audit log match on these, never on messages.
 const (
 	// CodeSyntaxError: the program does not parse.
-	CodeSyntaxError = "syntax_error"
+	CodeSyntaxError = string(liberr.CodeSyntaxError)
 	// CodeRunMissing: the program defines no function run.
 	CodeRunMissing = "run_missing"
 	// CodeJSError: run threw, or the Promise it returned rejected.
@@ -20,9 +21,9 @@ const (
 	// CodeArgsInvalid: the arguments are not a JSON object.
 	CodeArgsInvalid = "args_invalid"
 	// CodeLimitExceeded: a per-call limit was hit; Limit names which one.
-	CodeLimitExceeded = "limit_exceeded"
+	CodeLimitExceeded = string(liberr.CodeLimitExceeded)
 	// CodeCanceled: the caller's context was cancelled (or its own deadline passed).
-	CodeCanceled = "canceled"
+	CodeCanceled = string(liberr.CodeCanceled)
 	// CodeAmbientClock: the program called Date.now(), Date() or new Date() without an
 	// argument. The sandbox has no ambient clock: the time comes from the clock.now
 	// syscall, which the caller's Syscaller checks and records.
@@ -52,7 +53,7 @@ const (
 // refuses the call.
 const (
 	// CodeUnknownSyscall is the one fixed answer to every syscall when Run has no Syscaller.
-	CodeUnknownSyscall = "unknown_syscall"
+	CodeUnknownSyscall = string(liberr.CodeUnknownSyscall)
 	// CodeSyscallFailed replaces any Syscaller error that is not a *liberr.Error, so that
 	// host internals never reach the guest.
 	CodeSyscallFailed = "syscall_failed"

@@ -207,11 +207,21 @@ func hostFuel(ctx context.Context, stack []uint64) {
 			panic(errFuelStop)
 		}
 		c.graced = true
-		c.fuelGrant = fuelGrace
+		c.fuelGrant = c.grace()
 	} else {
 		c.fuelGrant = c.nextGrant()
 	}
 	stack[0] = uint64(c.fuelGrant)
+}
+
+// grace is the fuel a stopped call gets to unwind: fuelGrace, but no more than half
+// a fuel budget (and no less than a slice), so that a call stopped by its budget does
+// at most 1.5× its budget of work in all, whatever the budget.
+func (c *call) grace() int64 {
+	if c.fuelBudget > 0 {
+		return min(fuelGrace, max(c.fuelBudget/2, fuelSlice))
+	}
+	return fuelGrace
 }
 
 // nextGrant is a slice of fuel, or what is left of the budget when that is less.

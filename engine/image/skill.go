@@ -21,9 +21,9 @@ const layer = "engine"
 const (
 	// CodeInvalidImage: an image manifest (or one of its Skills) is unusable; the
 	// error's Details list every problem at once.
-	CodeInvalidImage liberr.Code = "invalid_image"
+	CodeInvalidImage liberr.Code = liberr.CodeInvalidImage
 	// CodeInvalidSkill: a SKILL.md document is unusable; Details list every problem.
-	CodeInvalidSkill liberr.Code = "invalid_skill"
+	CodeInvalidSkill liberr.Code = liberr.CodeInvalidSkill
 )
 
 // Bounds of a SKILL.md document.
