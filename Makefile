@@ -86,7 +86,7 @@ bench-compare:
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	@cp go.mod $(BUILD)/go.mod.bak; cp go.sum $(BUILD)/go.sum.bak; \
+	@mkdir -p $(BUILD); cp go.mod $(BUILD)/go.mod.bak; cp go.sum $(BUILD)/go.sum.bak; \
 	$(GO) mod tidy; \
 	if ! cmp -s go.mod $(BUILD)/go.mod.bak || ! cmp -s go.sum $(BUILD)/go.sum.bak; then \
 		echo "go mod tidy changed go.mod/go.sum; commit the tidy result"; exit 1; fi
