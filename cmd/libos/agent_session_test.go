@@ -39,16 +39,7 @@ func blockingChat(t *testing.T, answers ...map[string]any) (srv *httptest.Server
 			}
 			return
 		}
-		msg := answers[n]
-		finish := "stop"
-		if _, ok := msg["tool_calls"]; ok {
-			finish = "tool_calls"
-		}
-		msg["role"] = "assistant"
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
-			"usage":   map[string]any{"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}})
+		writeChatAnswer(w, answers[n])
 	}))
 	t.Cleanup(func() { close(release); srv.Close() })
 	return srv, arrived

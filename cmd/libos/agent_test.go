@@ -33,20 +33,24 @@ func chatScript(t *testing.T, answers ...map[string]any) (*httptest.Server, *[]s
 			http.Error(w, "unexpected request", 500)
 			return
 		}
-		msg := answers[next]
+		writeChatAnswer(w, answers[next])
 		next++
-		finish := "stop"
-		if _, ok := msg["tool_calls"]; ok {
-			finish = "tool_calls"
-		}
-		msg["role"] = "assistant"
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
-			"usage":   map[string]any{"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}})
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &bodies
+}
+
+// writeChatAnswer answers with a chat completion whose message is msg.
+func writeChatAnswer(w http.ResponseWriter, msg map[string]any) {
+	finish := "stop"
+	if _, ok := msg["tool_calls"]; ok {
+		finish = "tool_calls"
+	}
+	msg["role"] = "assistant"
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
+		"usage":   map[string]any{"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}})
 }
 
 func toolCall(id, name, args string) map[string]any {

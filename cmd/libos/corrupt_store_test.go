@@ -22,18 +22,7 @@ func TestCorruptStoreExitsTwo(t *testing.T) {
 	if len(ssts) == 0 {
 		t.Fatal("no table to corrupt")
 	}
-	for _, f := range ssts {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for off := len(b) / 8; off < len(b)/2; off += 97 {
-			b[off] ^= 0x5a
-		}
-		if err := os.WriteFile(f, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	damageTables(t, ssts)
 	if r := libos(t, "", "ps", "--data", data); r.code != 0 && r.code != 2 || strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") {
 		t.Errorf("libos ps: exit %d\n%s", r.code, r.stderr)
 	}
@@ -68,6 +57,23 @@ func TestServeStopsOnCorruption(t *testing.T) {
 	if len(ssts) == 0 {
 		t.Fatal("no table to corrupt")
 	}
+	damageTables(t, ssts)
+	v := libos(t, "", "--data", data, "events", pid, "--verify")
+	if v.code == 0 {
+		t.Fatalf("verify of a damaged log through the server passed:\n%s", v.stdout)
+	}
+	code := srv.wait(t)
+	if code != 2 || !strings.Contains(srv.stderr.String(), "restore it from a backup") {
+		t.Fatalf("serve on a store found corrupt: exit %d, want 2 with the advice\n%s", code, srv.stderr)
+	}
+	if s := srv.stderr.String(); strings.Contains(s, "goroutine ") || strings.Contains(s, "panic") {
+		t.Fatalf("serve panicked:\n%s", s)
+	}
+}
+
+// damageTables flips one byte in every 97 of the middle of each table file.
+func damageTables(t *testing.T, ssts []string) {
+	t.Helper()
 	for _, f := range ssts {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -79,16 +85,5 @@ func TestServeStopsOnCorruption(t *testing.T) {
 		if err := os.WriteFile(f, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-	}
-	v := libos(t, "", "--data", data, "events", pid, "--verify")
-	if v.code == 0 {
-		t.Fatalf("verify of a damaged log through the server passed:\n%s", v.stdout)
-	}
-	code := srv.wait(t)
-	if code != 2 || !strings.Contains(srv.stderr.String(), "restore it from a backup") {
-		t.Fatalf("serve on a store found corrupt: exit %d, want 2 with the advice\n%s", code, srv.stderr)
-	}
-	if s := srv.stderr.String(); strings.Contains(s, "goroutine ") || strings.Contains(s, "panic") {
-		t.Fatalf("serve panicked:\n%s", s)
 	}
 }
