@@ -230,6 +230,12 @@ func (s *Store) Applied() (uint64, error) {
 		return 0, err
 	}
 	defer release()
+	return s.applied()
+}
+
+// applied is Applied for a caller that holds the read lock already: taking it twice
+// deadlocks once a Close waits for the write lock between the two.
+func (s *Store) applied() (uint64, error) {
 	v, err := s.get(appliedKey(), "applied position")
 	if errors.Is(err, ErrNotFound) {
 		return 0, nil
@@ -266,7 +272,7 @@ func (s *Store) ApplyReplicated(ctx context.Context, r Replicated) (bool, error)
 	if f := s.failure(); f != nil {
 		return false, errorf(CodeIO, f, "unusable after a failed write; reopen")
 	}
-	applied, err := s.Applied()
+	applied, err := s.applied()
 	if err != nil {
 		return false, err
 	}
