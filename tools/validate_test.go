@@ -167,9 +167,11 @@ func TestReportBounded(t *testing.T) {
 }
 
 // TestValidationWallTime: a validation as a whole is bounded in time, not only each
-// test: what did not finish fails with limit_exceeded.
+// test: what did not finish fails with limit_exceeded. The tests run without a fuel
+// budget (Fuel < 0), so that on a fast machine the first does not end by its fuel
+// before the validation's wall time passes.
 func TestValidationWallTime(t *testing.T) {
-	v := tools.NewValidator(sandbox(t), tools.ValidatorConfig{WallTime: 300 * time.Millisecond, Run: wasm.Limits{WallTime: 5 * time.Second}})
+	v := tools.NewValidator(sandbox(t), tools.ValidatorConfig{WallTime: 300 * time.Millisecond, Run: wasm.Limits{WallTime: 5 * time.Second, Fuel: -1}})
 	c := loadCandidate(t, "bad_runaway_loop.json")
 	c.Tests = json.RawMessage(`[{"args":{},"expected":{},"syscalls":[]},{"args":{},"expected":{},"syscalls":[]}]`)
 	r := v.Validate(context.Background(), c)
