@@ -107,10 +107,15 @@ func (r *running) wait(t *testing.T) int {
 	}
 }
 
-func eventsOf(t *testing.T, data string) (pid string, events []struct {
+// logEvent is one line of 'libos events --json'.
+type logEvent struct {
 	Type string          `json:"type"`
 	Data json.RawMessage `json:"data"`
-}) {
+}
+
+// eventsOf returns the one process of the store at data and its log, read through
+// 'libos events --json' (one JSON event per line).
+func eventsOf(t *testing.T, data string) (string, []logEvent) {
 	t.Helper()
 	ps := libos(t, "", "--data", data, "ps", "--json")
 	var procs []struct {
@@ -123,37 +128,21 @@ func eventsOf(t *testing.T, data string) (pid string, events []struct {
 	if ev.code != 0 {
 		t.Fatalf("events: exit %d %s", ev.code, ev.stderr)
 	}
+	var events []logEvent
 	sc := bufio.NewScanner(strings.NewReader(ev.stdout))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line == "[" || line == "]" {
-			continue
-		}
-		var e struct {
-			Type string          `json:"type"`
-			Data json.RawMessage `json:"data"`
-		}
-		if err := json.Unmarshal([]byte(strings.TrimSuffix(line, ",")), &e); err != nil {
-			// A JSON array on one line.
-			var all []struct {
-				Type string          `json:"type"`
-				Data json.RawMessage `json:"data"`
-			}
-			if err2 := json.Unmarshal([]byte(ev.stdout), &all); err2 != nil {
-				t.Fatalf("events output: %v / %v", err, err2)
-			}
-			return procs[0].PID, all
+		var e logEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("events --json line %q: %v", sc.Text(), err)
 		}
 		events = append(events, e)
 	}
 	return procs[0].PID, events
 }
 
-func countEvents(events []struct {
-	Type string          `json:"type"`
-	Data json.RawMessage `json:"data"`
-}, typ, contains string) int {
+// countEvents counts the events of type typ whose data contains contains.
+func countEvents(events []logEvent, typ, contains string) int {
 	n := 0
 	for _, e := range events {
 		if e.Type == typ && strings.Contains(string(e.Data), contains) {
