@@ -256,3 +256,22 @@ func TestRunawaySoak(t *testing.T) {
 	}
 	t.Logf("%s", stats.String())
 }
+
+// TestSmallFuelBudgetHoldsWithItsGrace: "each stopped within 2× its budget", for a budget
+// no larger than the grace a stopped call gets to unwind. The grace is at most half the
+// budget, so every case stops by 1.5× plus the overshoot of its last check; with a fixed
+// grace of 2^20 units, a budget of 2^20 ended past 2× (found by the long suite).
+func TestSmallFuelBudgetHoldsWithItsGrace(t *testing.T) {
+	e := newHostTestEngine(t, Config{PoolSize: 2})
+	const budget = 1 << 20
+	for _, tc := range runawayCases {
+		res, err := e.Run(hostCtx(t), tc.program, nil, nil, Options{Seed: 1, Limits: Limits{Fuel: budget, WallTime: time.Minute}})
+		if !isLimit(err, LimitFuel) || res == nil {
+			t.Errorf("%s/%s: %v, want limit_exceeded (fuel)", tc.family, tc.name, err)
+			continue
+		}
+		if res.Stats.Fuel < budget || res.Stats.Fuel > 2*budget {
+			t.Errorf("%s/%s: stopped after %d units, want within [%d, %d]", tc.family, tc.name, res.Stats.Fuel, budget, 2*budget)
+		}
+	}
+}
