@@ -94,10 +94,13 @@
 // Kill, ListProcesses, Process; Checkpoint and Fork (new PID, new tool IDs, the
 // candidates stay with their owner); every change is one batch with its event.
 //
-// JIT tools come back through Config.JIT, a JITLoader (package tools' *JIT): on Open
-// for every committed binding of a live process (same name, tool ID and schemas), and
-// on Fork for each binding re-created under the new PID. A JIT handler builds its
-// syscall authority with Call.SyscallCaller and its sandbox bounds from Call.Sandbox.
+// JIT tools come back only through Config.JIT, a JITLoader (package tools' *JIT): on
+// Open for every committed binding of a live process (same name, tool ID and schemas;
+// recorded as tools_changed with change "rehydrated"), and on Fork for each binding
+// re-created under the new PID. The kernel is the one place that rehydrates. A handler
+// reaches the kernel only through its Call: Call.ToolKinds and Call.InstallTool (the
+// JIT lifecycle's register), Call.SyscallCaller (its syscall authority) and
+// Call.Sandbox (its sandbox bounds).
 //
 // # Skills
 //
