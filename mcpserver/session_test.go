@@ -92,7 +92,7 @@ func author(t *testing.T, cs *mcp.ClientSession) {
 // TestJITSessionGoClient: "The Go SDK client ... drive[s] a full JIT session on each
 // revision: register → list_changed received → call the new tool; an approval
 // answered through elicitation; a cancelled long call." One session per revision and
-// projection, of the image testdata/images/jit-approvals.yaml (echo needs an
+// projection, of the image testdata/images/jit-session.yaml (echo needs an
 // approval): the decision is the durable approval record, decided by the client as
 // it names itself ("who decided: the MCP client, with its clientInfo"); the
 // cancelled call settles as canceled ("notifications/cancelled stops the running
@@ -102,7 +102,7 @@ func TestJITSessionGoClient(t *testing.T) {
 	for _, version := range []string{"2026-07-28", "2025-11-25"} {
 		for _, proj := range []engine.Projection{engine.Direct, engine.Multiplexed} {
 			t.Run(version+"/"+string(proj), func(t *testing.T) {
-				img, err := image.LoadImage(os.DirFS("../testdata/images"), "jit-approvals.yaml")
+				img, err := image.LoadImage(os.DirFS("../testdata/images"), "jit-session.yaml")
 				if err != nil {
 					t.Fatal(err)
 				}

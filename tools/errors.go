@@ -43,8 +43,6 @@ const (
 	// CodeValidationFailed: register_jit_tool auto-validated a proposed candidate and
 	// the validation failed; the candidate is now rejected and its diagnostics are kept.
 	CodeValidationFailed Code = "validation_failed"
-	// CodeUnavailable: the JIT subsystem is not attached to a kernel yet.
-	CodeUnavailable Code = "unavailable"
 	// CodeStorage: the durable store refused a read or write; nothing was acknowledged.
 	CodeStorage Code = Code(liberr.CodeStorage)
 	// CodeToolFailed: a JIT tool's program failed in a way that has no code of its own.
@@ -99,7 +97,6 @@ var (
 	ErrCandidateRejected = &Error{Code: CodeCandidateRejected}
 	ErrAlreadyRegistered = &Error{Code: CodeAlreadyRegistered}
 	ErrValidationFailed  = &Error{Code: CodeValidationFailed}
-	ErrUnavailable       = &Error{Code: CodeUnavailable}
 	ErrStorage           = &Error{Code: CodeStorage}
 	ErrToolFailed        = &Error{Code: CodeToolFailed}
 	ErrCallNotFound      = &Error{Code: CodeCallNotFound}

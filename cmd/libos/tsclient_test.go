@@ -142,7 +142,7 @@ func TestTypeScriptClient(t *testing.T) {
 func TestTypeScriptJITSession(t *testing.T) {
 	node, dir := tsClient(t)
 	script := filepath.Join(dir, "session.mjs")
-	image := filepath.Join(repoRoot(t), "testdata", "images", "jit-approvals.yaml")
+	image := filepath.Join(repoRoot(t), "testdata", "images", "jit-session.yaml")
 	for _, tc := range []struct{ revision, transport string }{
 		{"2025-11-25", "http"}, {"2026-07-28", "http"}, {"2026-07-28", "stdio"},
 	} {

@@ -1,6 +1,6 @@
 // A full JIT session of the official MCP TypeScript SDK client (v2,
 // @modelcontextprotocol/client) against 'libos serve' with the image
-// testdata/images/jit-approvals.yaml, on one protocol revision:
+// testdata/images/jit-session.yaml, on one protocol revision:
 //
 //   node session.mjs REVISION http URL
 //   node session.mjs REVISION stdio LIBOS_BINARY STORE_DIR IMAGE
