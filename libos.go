@@ -48,9 +48,10 @@ type Options struct {
 	// SkipJITRestore restores the store's processes without installing their
 	// registered JIT tools again, so that Open itself writes nothing (installing a tool
 	// again is recorded in the process's event log): for programs that only read, such
-	// as a process list or an event log printer. The JIT tools are then absent from the
-	// tool tables, registering a tool fails, and Fork refuses checkpoints that hold JIT
-	// tools. The zero value restores everything.
+	// as a process list or an event log printer. The JIT tools of restored processes
+	// are then absent from their tool tables; registering a tool and forking a
+	// checkpoint that holds JIT tools work as usual (engine.Config.SkipJITRestore).
+	// The zero value restores everything.
 	SkipJITRestore bool
 	// Cluster, when set, runs the System in the replicated mode (ClusterOptions); nil
 	// keeps the single-host store.
@@ -98,18 +99,15 @@ type System struct {
 	st      *store.Store
 	sandbox *wasm.Engine
 	jit     *tools.JIT
-	// rehydrate is what could not be installed again of the JIT tools of restored
-	// processes.
-	rehydrate error
 	// cluster is the replicated mode's node and server, nil on one host.
 	cluster *clusterHost
 }
 
 // Open opens the store in dir (created if missing) and starts the libOS on it. The
 // kernel restores every process the store holds, with the JIT tools they registered
-// (recorded as jit_rehydrated events when installed again); a registered tool that can
-// no longer be installed is left out and named by RehydrateErr, and the rest of the
-// system works. Calls in flight when a previous System stopped are reported by
+// (recorded as tools_changed events with change "rehydrated"); a registered tool that
+// can no longer be installed is left out and named by RehydrateErr, and the rest of
+// the system works. Calls in flight when a previous System stopped are reported by
 // UnknownSettlements, never retried.
 func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 	sb, err := newSandbox(ctx, opts.CacheDir, opts.MaxMemory, opts.PoolSize)
@@ -138,15 +136,14 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 	}
 	builtins := append([]engine.Tool{tools.Echo(), tools.Skill(), tools.DeactivateSkill()}, jit.Tools()...)
 	builtins = append(builtins, opts.Tools...)
+	// The kernel rebuilds the committed JIT bindings of the processes it restores and
+	// of the processes it forks from checkpoints, through the lifecycle: one wiring.
 	cfg := engine.Config{
 		Builtins:        builtins,
 		Limits:          opts.Limits,
 		ApprovalTimeout: opts.ApprovalTimeout,
-	}
-	if !opts.SkipJITRestore {
-		// The kernel rebuilds the committed JIT bindings of the processes it restores
-		// and of the processes it forks from checkpoints.
-		cfg.JIT = jit
+		JIT:             jit,
+		SkipJITRestore:  opts.SkipJITRestore,
 	}
 	if ch != nil {
 		// A host serves the processes whose leases it holds: none yet.
@@ -160,11 +157,6 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 		return nil, fmt.Errorf("libos: start the kernel on %s: %w", dir, err)
 	}
 	s := &System{Kernel: k, dir: dir, st: st, sandbox: sb, jit: jit, cluster: ch}
-	if !opts.SkipJITRestore {
-		// Attach binds the lifecycle to this kernel (registration installs through it)
-		// and installs any binding the kernel's restore left out.
-		s.rehydrate = jit.Attach(ctx, k)
-	}
 	if ch != nil {
 		ch.node.Start(st, k)
 	}
@@ -212,7 +204,13 @@ func (s *System) Dir() string { return s.dir }
 // RehydrateErr names the registered JIT tools of restored processes that could not be
 // installed again (their source no longer passes the checks, their name is now a
 // built-in), nil when every one was. BindingFailures has the same as data.
-func (s *System) RehydrateErr() error { return s.rehydrate }
+func (s *System) RehydrateErr() error {
+	var errs []error
+	for _, f := range s.BindingFailures() {
+		errs = append(errs, fmt.Errorf("libos: rehydrate %s in %s: %w", f.Name, f.PID, f.Err))
+	}
+	return errors.Join(errs...)
+}
 
 // Close stops the kernel (waiting for the calls in flight to settle), then closes the
 // store and the sandbox. Only the first call does anything.

@@ -306,3 +306,41 @@ func TestServeMCPLineTransportSurvivesABadLine(t *testing.T) {
 		t.Fatalf("ServeMCP: %v", err)
 	}
 }
+
+// Options.SkipJITRestore: "registering a tool and forking a checkpoint that holds JIT
+// tools work as usual". The kernel owns the one JIT wiring (engine.Config.JIT) in
+// every mode Open offers; skipping the restore only leaves the restored processes'
+// tools out of their tables.
+func TestSkipJITRestoreForks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	sys := open(t, dir)
+	img, _ := libos.DefaultImage()
+	pid, err := sys.SpawnImage(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, sys, pid)
+	cp, err := sys.Checkpoint(ctx, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys.Close()
+
+	sys, err = libos.Open(ctx, dir, libos.Options{SkipJITRestore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	forked, err := sys.Fork(ctx, cp)
+	if err != nil {
+		t.Fatalf("fork of a checkpoint holding a JIT tool with SkipJITRestore: %v", err)
+	}
+	callAdd(t, sys, forked)
+	fresh, err := sys.SpawnImage(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, sys, fresh)
+	callAdd(t, sys, fresh)
+}

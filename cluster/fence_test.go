@@ -14,7 +14,7 @@ import (
 	"github.com/agentlibos/libos/store"
 )
 
-func loopbackAddrs(t *testing.T, n int) []string {
+func loopbackAddrs(t testing.TB, n int) []string {
 	var out []string
 	var ls []net.Listener
 	for i := 0; i < n; i++ {

@@ -29,10 +29,17 @@ type ServerConfig struct {
 	ClusterListen string
 	// Routes are the other servers' cluster addresses (host:port or nats-route://…).
 	Routes []string
+	// ClusterAdvertise is the address other servers are told to route to, when it is
+	// not ClusterListen (behind NAT, a port forward or a proxy).
+	ClusterAdvertise string
 	// LeafRemotes are hub URLs (nats-leaf://host:port) this server connects to as a
 	// leaf node; LeafListen is the address leaf nodes connect to on a hub.
 	LeafRemotes []string
 	LeafListen  string
+	// Domain is the server's JetStream domain. A leaf node with its own domain keeps
+	// its streams (and so its processes' logs) on its own: it serves while the hub is
+	// away; the hub reaches them as $JS.<Domain>.API (a mirror or a source).
+	Domain string
 	// SyncAlways makes JetStream sync every write to disk before acknowledging it
 	// (otherwise durability comes from replication and a periodic sync).
 	SyncAlways bool
@@ -99,15 +106,16 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	o := &server.Options{
-		ServerName: cfg.Name,
-		Host:       h,
-		Port:       p,
-		JetStream:  true,
-		StoreDir:   cfg.Dir,
-		SyncAlways: cfg.SyncAlways,
-		MaxPayload: cfg.MaxPayload,
-		NoSigs:     true,
-		NoLog:      true,
+		ServerName:      cfg.Name,
+		Host:            h,
+		Port:            p,
+		JetStream:       true,
+		JetStreamDomain: cfg.Domain,
+		StoreDir:        cfg.Dir,
+		SyncAlways:      cfg.SyncAlways,
+		MaxPayload:      cfg.MaxPayload,
+		NoSigs:          true,
+		NoLog:           true,
 	}
 	if cfg.ClusterListen != "" {
 		ch, cp, err := hostPort(cfg.ClusterListen, "cluster listen address")
@@ -115,13 +123,15 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, err
 		}
 		o.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: ch, Port: cp,
-			// Routes are exactly those configured: a server does not learn others'
-			// addresses by gossip, so cutting a route cuts it.
-			NoAdvertise: true}
+			// Clients are not told about the other servers (a host's node talks to
+			// its own). Servers do learn each other's advertised cluster address by
+			// gossip, and skip those they have a configured route to: with every
+			// host routed to every other, the routes are exactly those configured.
+			NoAdvertise: true, Advertise: cfg.ClusterAdvertise}
 		if o.Routes, err = urls(cfg.Routes, "nats-route", "route"); err != nil {
 			return nil, err
 		}
-	} else if len(cfg.Routes) > 0 {
+	} else if len(cfg.Routes) > 0 || cfg.ClusterAdvertise != "" {
 		return nil, errorf(CodeInvalidConfig, nil, "routes need a cluster listen address")
 	}
 	if cfg.LeafListen != "" {

@@ -73,7 +73,7 @@ func (k *Kernel) loadJIT(ctx context.Context, b store.Binding, maxDepth int) (*e
 // tool IDs and schemas. Each installation is recorded (tools_changed, change
 // "rehydrated"); a binding that cannot be installed is reported in BindingFailures.
 func (k *Kernel) restoreBindings(ctx context.Context, p *process) error {
-	if k.jit == nil {
+	if k.jit == nil || k.skipJITRestore {
 		return nil
 	}
 	bs, err := k.st.Bindings(p.pid)

@@ -113,8 +113,13 @@ type Config struct {
 	// process (rehydrate) and on Fork for the bindings re-created under the new PID.
 	// The JIT lifecycle in package tools implements it. Nil: Open restores no binding
 	// (an embedder may reinstall them with InstallTool) and Fork refuses a checkpoint
-	// that holds bindings.
+	// that holds bindings. The kernel is the only place that rehydrates bindings.
 	JIT JITLoader
+	// SkipJITRestore makes Open leave the committed JIT bindings of restored
+	// processes out of their tool tables, so that Open writes nothing for them (each
+	// installation is recorded): for programs that only read. Fork and registration
+	// still work through JIT.
+	SkipJITRestore bool
 	// ApprovalTimeout bounds how long a call of an operator-class tool waits for a
 	// decision; a timeout denies. Zero means DefaultApprovalTimeout. Operator-class
 	// syscalls wait as long as the syscall router allows.
@@ -157,6 +162,7 @@ type Kernel struct {
 	limits          Limits
 	runtime         *Runtime
 	jit             JITLoader
+	skipJITRestore  bool
 	approvalTimeout time.Duration
 	restoreOnly     func(pid string) bool
 
@@ -202,15 +208,16 @@ func Open(ctx context.Context, st *store.Store, cfg Config) (*Kernel, error) {
 		return nil, err
 	}
 	k := &Kernel{
-		st:       st,
-		builtins: map[string]*entry{},
-		limits:   withDefaults(cfg.Limits),
-		procs:    map[string]*process{},
-		subs:     map[int]func(string){},
-		jit:      cfg.JIT,
-		closing:  make(chan struct{}),
-		waiters:  map[string]*waiter{},
-		owners:   map[string]string{},
+		st:             st,
+		builtins:       map[string]*entry{},
+		limits:         withDefaults(cfg.Limits),
+		procs:          map[string]*process{},
+		subs:           map[int]func(string){},
+		jit:            cfg.JIT,
+		skipJITRestore: cfg.SkipJITRestore,
+		closing:        make(chan struct{}),
+		waiters:        map[string]*waiter{},
+		owners:         map[string]string{},
 
 		approvalTimeout: cfg.ApprovalTimeout,
 		restoreOnly:     cfg.Restore,

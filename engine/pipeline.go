@@ -330,9 +330,10 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeNotAllowed, Message: why})
 	}
 
-	// Approval: an operator-class tool waits for a decision bound to these exact
+	// Approval: an operator-class tool (an image tool the policy names, or any JIT
+	// tool under approvals.jit_tools) waits for a decision bound to these exact
 	// arguments and this exact tool definition.
-	if p.img.Approvals.Tools[e.Name] == syscalls.ApprovalOperator {
+	if p.img.Approvals.ToolApproval(e.Name, e.Kind == KindJIT) == syscalls.ApprovalOperator {
 		if _, aerr := k.awaitApproval(ctx, p, approvalSubject{kind: approvalTool, subject: e.Name, tool: e.Name, via: req.via, args: args.Canonical()}); aerr != nil {
 			return nil, k.rejectCall(ctx, p, &req, aerr)
 		}

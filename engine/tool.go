@@ -13,6 +13,7 @@ import (
 	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/internal/jsonexact"
+	"github.com/agentlibos/libos/store"
 )
 
 // ToolKind says where a tool in a process tool table comes from.
@@ -88,6 +89,30 @@ type Call struct {
 
 	k *Kernel
 	p *process
+}
+
+// ToolKinds returns the calling process's tool table as it is now, name → kind: what
+// a handler that adds a tool (the JIT lifecycle's register) checks a new name
+// against. The kernel running the call is reached through the call, so no tool
+// package keeps a kernel of its own.
+func (c *Call) ToolKinds() (map[string]ToolKind, error) {
+	if c.k == nil {
+		return nil, errorf(CodeInvalidState, "%s: the call is not running in a kernel", c.Tool)
+	}
+	info, err := c.k.Process(c.PID)
+	if err != nil {
+		return nil, err
+	}
+	return info.Tools, nil
+}
+
+// InstallTool installs t in the calling process's tool table, as Kernel.InstallTool
+// does: atomically with persist and a tools_changed event.
+func (c *Call) InstallTool(ctx context.Context, t Tool, persist func(tx *store.Tx) error) error {
+	if c.k == nil {
+		return errorf(CodeInvalidState, "%s: the call is not running in a kernel", c.Tool)
+	}
+	return c.k.InstallTool(ctx, c.PID, t, persist)
 }
 
 var toolNameRE = image.ToolName

@@ -74,9 +74,6 @@ func (w *world) open(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := jit.Attach(context.Background(), k); err != nil {
-		t.Fatal(err)
-	}
 	w.st, w.k, w.jit = st, k, jit
 }
 

@@ -143,7 +143,6 @@ var registry = []registered{
 	{"tool_not_allowed", "engine", "The tool is in the process table but the visibility gate (the process's allowed-tool set) refuses it."},
 	{"transpile_warning", "jsbundle", "A warning of the TypeScript compiler, kept as a diagnostic."},
 	{"trap", "wasm", "The instance trapped; it was discarded and the engine stays usable."},
-	{"unavailable", "tools", "The JIT subsystem is not attached to a kernel yet."},
 	{"unknown_process", "engine", "No live process has that PID."},
 	{"unknown_settlement", "agent", "Told to the model on a resumed provider-loop run: the tool call was dispatched before the host stopped and its outcome was never recorded; it is not sent again."},
 	{"unknown_skill", "engine", "The image ships no Skill of that name."},

@@ -16,9 +16,8 @@
 //	jit, _ := tools.NewJIT(tools.Config{Store: st, Sandbox: sb})
 //	k, _ := engine.Open(ctx, st, engine.Config{
 //		Builtins: append([]engine.Tool{tools.Echo()}, jit.Tools()...),
-//		JIT:      jit, // Open restores committed bindings, Fork re-creates them (LoadJIT)
+//		JIT:      jit, // the one wiring: Open restores committed bindings, Fork re-creates them (LoadJIT)
 //	})
-//	err := jit.Attach(ctx, k) // binds the kernel; installs any binding Open did not
 //	pid, _ := k.Spawn(ctx, engine.ProcessConfig{Capabilities: []string{"clock:now"},
 //		Tools: []string{tools.ProposeName, tools.ValidateName, tools.RegisterName}})
 //
@@ -47,7 +46,8 @@
 //
 // register_jit_tool {candidate_id} validates a proposed candidate first, refuses
 // rejected, registered and colliding ones, compiles the program once, and installs the
-// tool with engine.Kernel.InstallTool, whose batch carries the state change, the
+// tool with engine.Call.InstallTool (the kernel running the call; the lifecycle keeps
+// no kernel of its own), whose batch carries the state change, the
 // Binding (scope ephemeral_process, tool_ + 128 random bits) and a jit_registered
 // event. It returns {tool_id, name, scope}.
 //

@@ -44,8 +44,6 @@ const (
 	// CodeValidationFailed: register_jit_tool auto-validated a proposed candidate and
 	// the validation failed; the candidate is now rejected and its diagnostics are kept.
 	CodeValidationFailed Code = "validation_failed"
-	// CodeUnavailable: the JIT subsystem is not attached to a kernel yet.
-	CodeUnavailable Code = "unavailable"
 	// CodeStorage: the durable store refused a read or write; nothing was acknowledged.
 	CodeStorage Code = Code(liberr.CodeStorage)
 	// CodeToolFailed: a JIT tool's program failed in a way that has no code of its own.
@@ -102,7 +100,6 @@ var (
 	ErrCandidateRejected = sentinel(CodeCandidateRejected)
 	ErrAlreadyRegistered = sentinel(CodeAlreadyRegistered)
 	ErrValidationFailed  = sentinel(CodeValidationFailed)
-	ErrUnavailable       = sentinel(CodeUnavailable)
 	ErrStorage           = sentinel(CodeStorage)
 	ErrToolFailed        = sentinel(CodeToolFailed)
 	ErrCallNotFound      = sentinel(CodeCallNotFound)

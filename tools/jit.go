@@ -50,8 +50,10 @@ const (
 	EventJITProposed   = "jit_proposed"
 	EventJITValidated  = "jit_validated"
 	EventJITRegistered = "jit_registered"
-	// EventJITRehydrated: a committed binding was installed again when the kernel
-	// was reopened.
+	// EventJITRehydrated was written by earlier versions when a second wiring
+	// installed a committed binding again. It is no longer written (the kernel
+	// records a rehydrated binding as tools_changed with change "rehydrated"); logs
+	// that hold it still read and verify, like any event.
 	EventJITRehydrated = "jit_rehydrated"
 )
 
@@ -79,8 +81,10 @@ type Config struct {
 }
 
 // JIT is the JIT tool lifecycle: the three built-in tools and the call path of the
-// tools they register. Make it with NewJIT, hand Tools() to engine.Open as built-ins,
-// then Attach the kernel.
+// tools they register. Make it with NewJIT and hand it to engine.Open: Tools() as
+// built-ins and the JIT itself as engine.Config.JIT, the one loader through which the
+// kernel rehydrates and forks bindings. It keeps no kernel: a call hands its handler
+// the kernel running it (engine.Call.ToolKinds, InstallTool, SyscallCaller).
 type JIT struct {
 	st        *store.Store
 	sandbox   *wasm.Engine
@@ -89,10 +93,9 @@ type JIT struct {
 	validator *Validator
 	run       wasm.Limits
 	authority func(call *engine.Call) syscalls.Caller
-	kernel    atomic.Pointer[engine.Kernel]
 }
 
-// NewJIT checks cfg and returns the lifecycle, not yet attached to a kernel.
+// NewJIT checks cfg and returns the lifecycle.
 func NewJIT(cfg Config) (*JIT, error) {
 	if cfg.Store == nil || cfg.Sandbox == nil {
 		return nil, errorf(CodeInvalidRequest, "jit: Config.Store and Config.Sandbox are required")
@@ -179,14 +182,6 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-func (j *JIT) kern() (*engine.Kernel, error) {
-	k := j.kernel.Load()
-	if k == nil {
-		return nil, errorf(CodeUnavailable, "the JIT lifecycle is not attached to a kernel")
-	}
-	return k, nil
-}
-
 // decodeArgs decodes a call's arguments exactly into a map, refusing unknown and
 // missing fields.
 func decodeArgs(args json.RawMessage, fields []string) (map[string]any, error) {
@@ -204,26 +199,26 @@ func decodeArgs(args json.RawMessage, fields []string) (map[string]any, error) {
 	return obj, nil
 }
 
-// nameTaken reports why name cannot be a new tool of pid, or "".
-func (j *JIT) nameTaken(k *engine.Kernel, pid, name string) (string, error) {
-	info, err := k.Process(pid)
+// nameTaken reports why name cannot be a new tool of the calling process, or "".
+func (j *JIT) nameTaken(call *engine.Call, name string) (string, error) {
+	table, err := call.ToolKinds()
 	if err != nil {
 		return "", err
 	}
-	if kind, ok := info.Tools[name]; ok {
+	if kind, ok := table[name]; ok {
 		return fmt.Sprintf("%q is already a %s tool of this process", name, kind), nil
 	}
-	names := make([]string, 0, len(info.Tools))
-	for n := range info.Tools {
+	names := make([]string, 0, len(table))
+	for n := range table {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
 		if engine.SameToolName(n, name) {
-			return fmt.Sprintf("%q is the %s tool %q of this process under case folding", name, info.Tools[n], n), nil
+			return fmt.Sprintf("%q is the %s tool %q of this process under case folding", name, table[n], n), nil
 		}
 	}
-	if _, err := j.st.Binding(pid, name); err == nil {
+	if _, err := j.st.Binding(call.PID, name); err == nil {
 		return fmt.Sprintf("%q is already bound in this process", name), nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return "", storageErr("read binding", err)
@@ -233,10 +228,6 @@ func (j *JIT) nameTaken(k *engine.Kernel, pid, name string) (string, error) {
 
 // propose is propose_jit_tool.
 func (j *JIT) propose(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-	k, err := j.kern()
-	if err != nil {
-		return nil, err
-	}
 	c, err := ParseCandidate(call.Args)
 	if err != nil {
 		return nil, err
@@ -244,7 +235,7 @@ func (j *JIT) propose(ctx context.Context, call *engine.Call) (json.RawMessage, 
 	if _, perr := checkProposal(c, j.limits); perr != nil {
 		return nil, perr
 	}
-	why, err := j.nameTaken(k, call.PID, c.Name)
+	why, err := j.nameTaken(call, c.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -451,10 +442,6 @@ func ReportOf(a store.ValidationAttempt) (Report, error) {
 
 // register is register_jit_tool.
 func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-	k, err := j.kern()
-	if err != nil {
-		return nil, err
-	}
 	id, err := candidateArg(call.Args)
 	if err != nil {
 		return nil, err
@@ -476,7 +463,7 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 	}
 	// A collision is refused before any validation runs; InstallTool checks again
 	// atomically with the write.
-	if why, err := j.nameTaken(k, call.PID, c.Name); err != nil {
+	if why, err := j.nameTaken(call, c.Name); err != nil {
 		return nil, err
 	} else if why != "" {
 		return nil, &Error{Layer: layer, Code: CodeNameConflict, Err: &CandidateRef{ID: id}, Message: why + "; there is no replacement: stop, or propose a genuinely distinct contract under another name"}
@@ -498,7 +485,7 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 	}
 	data, _ := json.Marshal(map[string]any{"candidate_id": id, "tool_id": b.ToolID, "name": c.Name, "scope": b.Scope})
 	var refusal error
-	err = k.InstallTool(ctx, call.PID, tool, func(tx *store.Tx) error {
+	err = call.InstallTool(ctx, tool, func(tx *store.Tx) error {
 		cur, err := j.candidate(tx, call.PID, id)
 		if err != nil {
 			return err
@@ -691,42 +678,11 @@ func runError(tool string, err error, denied *syscalls.Error) error {
 	return &Error{Layer: layer, Code: Code(we.Code), Message: tool + ": " + liberr.Clip(msg, MaxMessageBytes), Err: err}
 }
 
-// Attach binds the lifecycle to k, which must have been opened on the same store with
-// Tools() among its built-ins (and, preferably, with the JIT itself as
-// engine.Config.JIT, so that Open restores bindings), and installs again every
-// committed JIT binding of the processes k restored that is not in their tool table
-// yet (rehydrate without the kernel's hook): their programs are compiled once more
-// and each installation is recorded with a jit_rehydrated event. A binding that cannot be
-// installed (its source no longer passes the checks, its name is now a built-in) is
-// skipped and reported in the returned error; the others are installed. Call it once,
-// right after engine.Open and before serving calls.
-func (j *JIT) Attach(ctx context.Context, k *engine.Kernel) error {
-	if k == nil {
-		return errorf(CodeInvalidRequest, "attach: no kernel")
-	}
-	if !j.kernel.CompareAndSwap(nil, k) {
-		return errorf(CodeInvalidRequest, "attach: already attached to a kernel")
-	}
-	procs, err := j.st.Processes()
-	if err != nil {
-		return storageErr("attach: list processes", err)
-	}
-	var errs []error
-	for _, p := range procs {
-		if _, err := k.Process(p.PID); err != nil {
-			continue // not a live process of this kernel
-		}
-		if err := j.rehydrate(ctx, k, p.PID); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // LoadJIT rebuilds the process tool of committed binding b: the contract of its
 // candidate (owned by b.CandidatePID, or b.PID when that is empty) and its program,
 // compiled once more, behind a ready handler. It reads the store and writes nothing.
-// It is the kernel's hook for rehydrate and fork (engine.Config.JIT).
+// It is the kernel's hook for rehydrate and fork (engine.Config.JIT), and the only
+// way a committed binding becomes a tool again.
 func (j *JIT) LoadJIT(ctx context.Context, b store.Binding) (engine.Tool, error) {
 	owner := b.CandidatePID
 	if owner == "" {
@@ -740,37 +696,6 @@ func (j *JIT) LoadJIT(ctx context.Context, b store.Binding) (engine.Tool, error)
 		return engine.Tool{}, errorf(CodeStorage, "load %s: candidate %s is %q in state %s, not the registered %q", b.Name, b.CandidateID, c.Name, c.State, b.Name)
 	}
 	return j.tool(c, b)
-}
-
-func (j *JIT) rehydrate(ctx context.Context, k *engine.Kernel, pid string) error {
-	bs, err := j.st.Bindings(pid)
-	if err != nil {
-		return storageErr("attach: bindings of "+pid, err)
-	}
-	info, err := k.Process(pid)
-	if err != nil {
-		return nil // the process is gone
-	}
-	var errs []error
-	for _, b := range bs {
-		if kind, ok := info.Tools[b.Name]; ok && kind == engine.KindJIT {
-			continue // the kernel restored it already (engine.Config.JIT)
-		}
-		t, err := j.LoadJIT(ctx, b)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("tools: rehydrate %s in %s: %w", b.Name, pid, err))
-			continue
-		}
-		data, _ := json.Marshal(map[string]any{"candidate_id": b.CandidateID, "tool_id": b.ToolID, "name": b.Name, "scope": b.Scope})
-		err = k.InstallTool(ctx, pid, t, func(tx *store.Tx) error {
-			_, err := tx.Append(pid, EventJITRehydrated, data)
-			return err
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("tools: rehydrate %s in %s: %w", b.Name, pid, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // reachesNet reports whether candidate c may reach the network: its source or the

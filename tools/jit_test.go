@@ -31,12 +31,8 @@ type world struct {
 }
 
 // openWorld opens the pipeline with the JIT lifecycle as the kernel's JIT loader
-// (engine.Config.JIT), as embedders should.
+// (engine.Config.JIT), the one wiring.
 func openWorld(t testing.TB, dir string, cfg tools.Config) *world {
-	return openWorldHook(t, dir, cfg, true)
-}
-
-func openWorldHook(t testing.TB, dir string, cfg tools.Config, hook bool) *world {
 	t.Helper()
 	st, err := store.Open(dir, store.Options{})
 	if err != nil {
@@ -47,15 +43,8 @@ func openWorldHook(t testing.TB, dir string, cfg tools.Config, hook bool) *world
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc := engine.Config{Builtins: append([]engine.Tool{tools.Echo()}, jit.Tools()...)}
-	if hook {
-		kc.JIT = jit
-	}
-	k, err := engine.Open(context.Background(), st, kc)
+	k, err := engine.Open(context.Background(), st, engine.Config{Builtins: append([]engine.Tool{tools.Echo()}, jit.Tools()...), JIT: jit})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := jit.Attach(context.Background(), k); err != nil {
 		t.Fatal(err)
 	}
 	w := &world{dir: dir, st: st, k: k, jit: jit}

@@ -42,9 +42,6 @@ func openKernel(t *testing.T, st *store.Store, clock syscalls.Clock) (*engine.Ke
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := jit.Attach(context.Background(), k); err != nil {
-		t.Fatal(err)
-	}
 	return k, jit
 }
 

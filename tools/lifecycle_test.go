@@ -303,63 +303,95 @@ func TestValidationReportRecorded(t *testing.T) {
 
 // TestPersistenceAcrossReopen: candidates, validation records and bindings survive a
 // reopen, and "committed bindings can rehydrate" — through the kernel's JIT loader
-// hook, and through Attach when the kernel was opened without it.
+// (engine.Config.JIT), the one wiring: the installation is recorded once, by the
+// kernel (tools_changed, change "rehydrated"), and never as jit_rehydrated, which only
+// earlier versions wrote.
 func TestPersistenceAcrossReopen(t *testing.T) {
-	for _, hook := range []bool{true, false} {
-		t.Run(map[bool]string{true: "engine.Config.JIT", false: "Attach"}[hook], func(t *testing.T) {
-			dir := t.TempDir()
-			w := openWorldHook(t, dir, tools.Config{}, hook)
-			pid, toolID := w.registered(t, engine.Direct, "clock:now")
-			rejected := w.propose(t, pid, candidateJSON(t, "bad_wrong_expected.json"))
-			w.mustCall(t, pid, tools.ValidateName, idArg(rejected))
-			pending := w.propose(t, pid, candidateJSON(t, "good_sum_exact.json"))
-			w.close()
+	dir := t.TempDir()
+	w := openWorld(t, dir, tools.Config{})
+	pid, toolID := w.registered(t, engine.Direct, "clock:now")
+	rejected := w.propose(t, pid, candidateJSON(t, "bad_wrong_expected.json"))
+	w.mustCall(t, pid, tools.ValidateName, idArg(rejected))
+	pending := w.propose(t, pid, candidateJSON(t, "good_sum_exact.json"))
+	w.close()
 
-			w2 := openWorldHook(t, dir, tools.Config{}, hook)
-			if fs := w2.k.BindingFailures(); len(fs) != 0 {
-				t.Fatalf("binding failures: %+v", fs)
-			}
-			b, err := w2.st.Binding(pid, "clock_now")
-			if err != nil || b.ToolID != toolID || b.Scope != tools.ScopeEphemeralProcess {
-				t.Fatalf("binding after reopen: %+v %v", b, err)
-			}
-			c, err := w2.st.Candidate(pid, b.CandidateID)
-			if err != nil || c.State != tools.StateRegistered || len(c.Validations) != 1 || !c.Validations[0].OK {
-				t.Fatalf("registered candidate after reopen: %+v %v", c, err)
-			}
-			if r, _ := w2.st.Candidate(pid, rejected); r.State != tools.StateRejected || len(r.Validations) != 1 || r.Validations[0].OK {
-				t.Fatalf("rejected candidate after reopen: %+v", r)
-			}
-			if p, _ := w2.st.Candidate(pid, pending); p.State != tools.StateProposed {
-				t.Fatalf("proposed candidate after reopen: %+v", p)
-			}
-			info, err := w2.k.Process(pid)
-			if err != nil || info.Tools["clock_now"] != engine.KindJIT {
-				t.Fatalf("the binding was not reinstalled: %+v %v", info, err)
-			}
-			out := w2.mustCall(t, pid, "clock_now", `{"timezone":"Europe/Paris"}`)
-			if out["timezone"] != "Europe/Paris" {
-				t.Fatalf("%v", out)
-			}
-			evs := w2.events(t, pid)
-			if last(t, evs, engine.EventToolCalled)["tool_id"] != toolID {
-				t.Fatal("the rehydrated tool keeps its identity")
-			}
-			if hook {
-				if count(evs, tools.EventJITRehydrated) != 0 {
-					t.Fatal("Attach installed a binding the kernel had restored")
-				}
-			} else if r := last(t, evs, tools.EventJITRehydrated); r["tool_id"] != toolID {
-				t.Fatalf("rehydration is recorded: %v", r)
-			}
-			// The settled candidate is still settled; the pending one validates now.
-			if _, err := w2.call(t, pid, tools.ValidateName, idArg(rejected)); !errors.Is(err, tools.ErrAlreadySettled) {
-				t.Fatalf("%v", err)
-			}
-			if rep := w2.mustCall(t, pid, tools.ValidateName, idArg(pending)); rep["ok"] != true {
-				t.Fatalf("%v", rep)
-			}
-		})
+	w2 := openWorld(t, dir, tools.Config{})
+	if fs := w2.k.BindingFailures(); len(fs) != 0 {
+		t.Fatalf("binding failures: %+v", fs)
+	}
+	b, err := w2.st.Binding(pid, "clock_now")
+	if err != nil || b.ToolID != toolID || b.Scope != tools.ScopeEphemeralProcess {
+		t.Fatalf("binding after reopen: %+v %v", b, err)
+	}
+	c, err := w2.st.Candidate(pid, b.CandidateID)
+	if err != nil || c.State != tools.StateRegistered || len(c.Validations) != 1 || !c.Validations[0].OK {
+		t.Fatalf("registered candidate after reopen: %+v %v", c, err)
+	}
+	if r, _ := w2.st.Candidate(pid, rejected); r.State != tools.StateRejected || len(r.Validations) != 1 || r.Validations[0].OK {
+		t.Fatalf("rejected candidate after reopen: %+v", r)
+	}
+	if p, _ := w2.st.Candidate(pid, pending); p.State != tools.StateProposed {
+		t.Fatalf("proposed candidate after reopen: %+v", p)
+	}
+	info, err := w2.k.Process(pid)
+	if err != nil || info.Tools["clock_now"] != engine.KindJIT {
+		t.Fatalf("the binding was not reinstalled: %+v %v", info, err)
+	}
+	out := w2.mustCall(t, pid, "clock_now", `{"timezone":"Europe/Paris"}`)
+	if out["timezone"] != "Europe/Paris" {
+		t.Fatalf("%v", out)
+	}
+	evs := w2.events(t, pid)
+	if last(t, evs, engine.EventToolCalled)["tool_id"] != toolID {
+		t.Fatal("the rehydrated tool keeps its identity")
+	}
+	if count(evs, tools.EventJITRehydrated) != 0 {
+		t.Fatal("jit_rehydrated is no longer written")
+	}
+	rehydrated := 0
+	for _, ev := range evs {
+		var d map[string]any
+		if ev.Type == engine.EventToolsChanged && json.Unmarshal(ev.Data, &d) == nil && d["change"] == "rehydrated" && d["tool_id"] == toolID {
+			rehydrated++
+		}
+	}
+	if rehydrated != 1 {
+		t.Fatalf("%d tools_changed rehydrated events for the binding, want 1", rehydrated)
+	}
+	// The settled candidate is still settled; the pending one validates now.
+	if _, err := w2.call(t, pid, tools.ValidateName, idArg(rejected)); !errors.Is(err, tools.ErrAlreadySettled) {
+		t.Fatalf("%v", err)
+	}
+	if rep := w2.mustCall(t, pid, tools.ValidateName, idArg(pending)); rep["ok"] != true {
+		t.Fatalf("%v", rep)
+	}
+}
+
+// TestOldRehydratedEventsStillRead: logs written by earlier versions hold
+// jit_rehydrated events (a second wiring wrote them); "old logs containing it must
+// still read and verify". Such a log reopens, verifies, exports and keeps its tool.
+func TestOldRehydratedEventsStillRead(t *testing.T) {
+	dir := t.TempDir()
+	w := openWorld(t, dir, tools.Config{})
+	pid, toolID := w.registered(t, engine.Direct, "clock:now")
+	old, _ := json.Marshal(map[string]any{"candidate_id": "tcand_0", "tool_id": toolID, "name": "clock_now", "scope": tools.ScopeEphemeralProcess})
+	if _, err := w.st.Append(context.Background(), pid, tools.EventJITRehydrated, old); err != nil {
+		t.Fatal(err)
+	}
+	w.close()
+	w2 := openWorld(t, dir, tools.Config{})
+	if err := w2.k.VerifyLog(pid); err != nil {
+		t.Fatalf("a log holding jit_rehydrated does not verify: %v", err)
+	}
+	evs := w2.events(t, pid)
+	if r := last(t, evs, tools.EventJITRehydrated); r["tool_id"] != toolID {
+		t.Fatalf("the old event does not read back: %v", r)
+	}
+	if count(evs, tools.EventJITRehydrated) != 1 {
+		t.Fatal("reopening wrote jit_rehydrated again")
+	}
+	if out := w2.mustCall(t, pid, "clock_now", `{"timezone":"UTC"}`); out["timezone"] != "UTC" {
+		t.Fatalf("%v", out)
 	}
 }
 
@@ -394,32 +426,29 @@ func TestForkNewIdentities(t *testing.T) {
 	}
 }
 
-// TestNotAttached: the lifecycle refuses to act before it knows its kernel.
-func TestNotAttached(t *testing.T) {
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
+// TestNoKernelOfItsOwn: the lifecycle keeps no kernel; a call hands its handler the
+// kernel running it. A handler invoked outside any kernel (an engine.Call an embedder
+// built by hand) is refused with a typed error and changes nothing, and NewJIT checks
+// its configuration.
+func TestNoKernelOfItsOwn(t *testing.T) {
+	w := newWorld(t)
+	pid := w.spawn(t, engine.Direct)
+	id := w.propose(t, pid, candidateJSON(t, "good_clock_now.json"))
+	var register engine.Tool
+	for _, tl := range w.jit.Tools() {
+		if tl.Name == tools.RegisterName {
+			register = tl
+		}
 	}
-	defer st.Close()
-	jit, err := tools.NewJIT(tools.Config{Store: st, Sandbox: sandbox(t)})
-	if err != nil {
-		t.Fatal(err)
+	bare := &engine.Call{PID: pid, Tool: tools.RegisterName, Args: json.RawMessage(idArg(id))}
+	if _, err := register.Handler(context.Background(), bare); codeOf(err) != "invalid_state" {
+		t.Fatalf("register outside a kernel: %v", err)
 	}
-	k, err := engine.Open(context.Background(), st, engine.Config{Builtins: jit.Tools()})
-	if err != nil {
-		t.Fatal(err)
+	if bs, _ := w.st.Bindings(pid); len(bs) != 0 {
+		t.Fatalf("a refused registration left bindings %+v", bs)
 	}
-	defer k.Close()
-	pid, _ := k.Spawn(context.Background(), engine.ProcessConfig{Tools: []string{tools.ProposeName}})
-	frame := `{"name":"propose_jit_tool","arguments":` + candidateJSON(t, "good_clock_now.json") + `}`
-	if _, err := k.HandleFrame(context.Background(), pid, []byte(frame)); codeOf(err) != "unavailable" {
-		t.Fatalf("got %v", err)
-	}
-	if err := jit.Attach(context.Background(), k); err != nil {
-		t.Fatal(err)
-	}
-	if err := jit.Attach(context.Background(), k); err == nil {
-		t.Fatal("a second Attach must fail")
+	if c, _ := w.st.Candidate(pid, id); c.State != tools.StateProposed || len(c.Validations) != 0 {
+		t.Fatalf("a refused registration changed the candidate: %+v", c)
 	}
 	if _, err := tools.NewJIT(tools.Config{}); !errors.Is(err, tools.ErrInvalidRequest) {
 		t.Fatalf("NewJIT without store: %v", err)

@@ -175,6 +175,16 @@ func TestOperatorCleanup(t *testing.T) {
 	if r := op("pause", pid); r.code != 0 || r.stdout != "paused "+pid+"\n" {
 		t.Errorf("pause without a server: %d %q %s", r.code, r.stdout, r.stderr)
 	}
+	// fork without a server: the command's own System re-creates the JIT binding
+	// through the kernel's one JIT wiring, as the server's did.
+	r = op("fork", ckpt)
+	offline := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !regexp.MustCompile(`^pid_[0-9a-f]{32}$`).MatchString(offline) || offline == child || offline == doomed {
+		t.Fatalf("fork without a server: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := op("bindings", offline, "--json"); r.code != 0 || !strings.Contains(r.stdout, `"candidate_pid": "`+pid+`"`) {
+		t.Errorf("bindings of the fork made without a server: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	// "diagnose --jit" on a fork: its binding's candidate belongs to the parent.
 	if r := op("diagnose", "--json", "--pid", child, "--jit", "clock_now"); r.code != 0 || !strings.Contains(r.stdout, `"timezone": "UTC"`) && !strings.Contains(r.stdout, `"timezone":"UTC"`) {
 		t.Errorf("diagnose --jit on a fork: %d\n%s%s", r.code, r.stdout, r.stderr)
