@@ -62,7 +62,7 @@ test:
 soak:
 	LIBOS_SOAK=1 $(GO) test -run 'Soak' -v -timeout 60m ./wasm/ | grep -E '^(---|ok|FAIL|\s+\S+_test.go:[0-9]+: runaways:)'
 	LIBOS_SOAK=1 $(GO) test -run 'TestCorruptionInjection' -v -timeout 60m ./store/ | grep -E '^(---|ok|FAIL|\s+\S+_test.go:[0-9]+: corruption injection:)'
-	LIBOS_SOAK=1 $(GO) test -run 'TestRandomizedOwnershipChecker' -v -timeout 60m ./cluster/ | grep -E '^(---|ok|FAIL|\s+\S+_test.go:[0-9]+: seed)'
+	LIBOS_SOAK=1 $(GO) test -run 'TestRandomizedOwnershipChecker' -v -timeout 60m ./cluster/ | grep -E '^(---|ok|FAIL|\s+\S+_test.go:[0-9]+: (seed|[0-9]+ steps))'
 
 # Every fuzz target, one after another, FUZZTIME each (default 60s), on the committed
 # corpora in each package's testdata/fuzz; what a run finds is added there.

@@ -216,3 +216,56 @@ func TestRouteApproval(t *testing.T) {
 		t.Fatalf("denied syscall: %v", r.err)
 	}
 }
+
+// TestJITToolApproval: with approvals.jit_tools operator, "an operator-class tool
+// waits for a decision before its call is opened" holds for every JIT tool the
+// process registers, bound to its arguments and its definition, while the image's
+// own tools (the lifecycle that registers it, echo) run without one.
+func TestJITToolApproval(t *testing.T) {
+	w := newWorld(t, engine.Config{}, syscalls.RouterConfig{})
+	ctx := context.Background()
+	img := loadImage(t, "jit-approvals.yaml")
+	if img.Approvals.JITTools != syscalls.ApprovalOperator {
+		t.Fatalf("approvals.jit_tools = %q", img.Approvals.JITTools)
+	}
+	pid := w.spawnImage(t, img)
+	toolID := w.register(t, pid, noter("note")) // propose, validate, register: no approval
+	if out := w.mustCall(t, pid, "echo", `{"x":1}`); out["x"] != float64(1) {
+		t.Fatalf("echo = %v", out)
+	}
+	if as, _ := w.k.PendingApprovals(); len(as) != 0 {
+		t.Fatalf("an image tool asked for approval: %+v", as)
+	}
+
+	before := countType(w.events(t, pid), engine.EventToolCalled)
+	ch := w.callAsync(ctx, pid, "note", `{"key":"a","value":"b"}`)
+	a := w.waitPending(t, 1)[0]
+	if a.Kind != "tool" || a.Subject != "note" || a.Tool != "note" || a.ToolID != toolID ||
+		string(a.Args) != `{"key":"a","value":"b"}` || len(a.DefinitionSHA256) != 64 {
+		t.Fatalf("JIT tool approval = %+v", a)
+	}
+	if countType(w.events(t, pid), engine.EventToolCalled) != before {
+		t.Fatal("the JIT tool's call was opened before its approval")
+	}
+	if _, err := w.st.KVGet(pid, "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatal("the JIT tool ran before its approval")
+	}
+	if err := w.k.Approve(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r.err != nil || string(r.out) != `{"stored":"a"}` {
+		t.Fatalf("approved JIT call: %s, %v", r.out, r.err)
+	}
+
+	ch = w.callAsync(ctx, pid, "note", `{"key":"c","value":"d"}`)
+	a = w.waitPending(t, 1)[0]
+	if err := w.k.Deny(ctx, a.ID, "no"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; !errors.Is(r.err, engine.ErrApprovalDenied) {
+		t.Fatalf("denied JIT call: %v", r.err)
+	}
+	if _, err := w.st.KVGet(pid, "c"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatal("a denied JIT call ran")
+	}
+}

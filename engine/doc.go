@@ -79,7 +79,7 @@
 // base tools, Skills (directories holding a SKILL.md, relative to the manifest),
 // capabilities, projection, limits (argument/result sizes, depth, a tool-call budget,
 // sandbox wall time and memory, syscall budgets) and approvals (routes by name, area
-// or side-effect class; tools by name). image.LoadImage reads one from an fs.FS;
+// or side-effect class; tools by name; every JIT tool with jit_tools). image.LoadImage reads one from an fs.FS;
 // image.DefaultImage is embedded (package tools' DefaultImage supplies its Skills).
 // The kernel adds the one check that needs it: every tool is one of its built-ins.
 //
@@ -118,7 +118,8 @@
 //
 // # Approvals and the operator
 //
-// An operator-class tool (image approvals.tools) or route (approvals.routes, or the
+// An operator-class tool (image approvals.tools, or any JIT tool under
+// approvals.jit_tools) or route (approvals.routes, or the
 // route table) creates a durable pending Approval: who (PID, via, calling tool and
 // its ID), what (tool or route), the exact canonical arguments and the SHA-256 of the
 // tool's definition. Approve/Deny decide it; a timeout (Config.ApprovalTimeout for

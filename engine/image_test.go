@@ -80,7 +80,7 @@ func TestBadImages(t *testing.T) {
 			"/tools/1: run_jit_tool is not a process tool", "/base_tools/0: not among the image's tools",
 			"/capabilities/1: no syscall route requires capability \"fs:write\"", "/limits/max_calls: minimum",
 			"/limits/max_depth: want integer", "/limits/syscall_budgets/shell: is not", "/approvals/routes/kv.put: must be one of",
-			"/approvals/routes/shell.exec: is not a route", "/approvals/tools/register_jit_tool: not among the image's tools"}},
+			"/approvals/routes/shell.exec: is not a route", "/approvals/tools/register_jit_tool: not among the image's tools", "/approvals/jit_tools: must be one of"}},
 		{"bad-format.yaml", "a versioned manifest: another format version is refused", []string{"/format: libos.image/v1"}},
 		{"bad-missing-required.yaml", "format, name, version and tools are required", []string{": missing properties 'format', 'name', 'version', 'tools'"}},
 		{"bad-yaml.yaml", "a duplicate YAML key is refused", []string{"/name: appears twice"}},

@@ -399,10 +399,11 @@ func (k *Kernel) gate(_ context.Context, p *process, c *admitted) *Error {
 	return nil
 }
 
-// approve makes an operator-class tool wait for a decision bound to these exact
-// arguments and this exact tool definition.
+// approve makes an operator-class tool (an image tool the policy names, or any JIT
+// tool under approvals.jit_tools) wait for a decision bound to these exact arguments
+// and this exact tool definition.
 func (k *Kernel) approve(ctx context.Context, p *process, c *admitted) *Error {
-	if p.img.Approvals.Tools[c.e.Name] != syscalls.ApprovalOperator {
+	if p.img.Approvals.ToolApproval(c.e.Name, c.e.Kind == KindJIT) != syscalls.ApprovalOperator {
 		return nil
 	}
 	if _, aerr := k.awaitApproval(ctx, p, approvalSubject{kind: approvalTool, subject: c.e.Name, tool: c.e.Name, via: c.req.via, args: c.args.Canonical()}); aerr != nil {

@@ -199,6 +199,19 @@ type ApprovalPolicy struct {
 	// Tools maps a tool of the image to its approval class: an operator-class tool
 	// waits for a decision before its call is opened.
 	Tools map[string]syscalls.ApprovalClass `json:"tools,omitempty"`
+	// JITTools is the approval class of every JIT tool the process registers: with
+	// operator, each call of model-written code waits for a decision bound to its
+	// arguments and the tool's definition, as an operator-class image tool's does.
+	JITTools syscalls.ApprovalClass `json:"jit_tools,omitempty"`
+}
+
+// ToolApproval is the approval class of a call of tool name: jit says whether it is
+// a JIT tool of the process (JITTools) or an image tool (Tools).
+func (p ApprovalPolicy) ToolApproval(name string, jit bool) syscalls.ApprovalClass {
+	if jit {
+		return p.JITTools
+	}
+	return p.Tools[name]
 }
 
 // manifest is the on-disk form: Skills are paths.

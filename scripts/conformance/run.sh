@@ -31,7 +31,13 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-bin/libos serve --http 127.0.0.1:0 --data "$work/store" 2>"$work/serve.log" &
+# The process served: an image with the default tools and Skills whose every JIT tool
+# call needs an approval (image.yaml), and the JIT tools some scenarios call by name,
+# registered through the ordinary lifecycle (setup.mjs).
+mkdir -p "$work/image"
+cp scripts/conformance/image.yaml "$work/image/image.yaml"
+cp -R tools/skills "$work/image/skills"
+bin/libos serve --http 127.0.0.1:0 --data "$work/store" --image "$work/image/image.yaml" 2>"$work/serve.log" &
 server=$!
 url=""
 for _ in $(seq 1 100); do
@@ -40,6 +46,11 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 [ -n "$url" ] || { cat "$work/serve.log"; echo "conformance: libos serve did not start" >&2; exit 2; }
+"$NODE" scripts/conformance/setup.mjs "$url" >"$work/setup.log" 2>&1 || {
+	cat "$work/setup.log" "$work/serve.log"
+	echo "conformance: the set-up of the served process failed" >&2
+	exit 2
+}
 status=0
 for set in 2026-07-28 2025-11-25; do
 	"$NODE" "$SUITE" server --url "$url" --requirements "$set" -o "$work/$set" >"$work/$set.log" 2>&1 || true
