@@ -15,7 +15,9 @@
 // Options (limits, clock, seed). The program runs on a pooled instance, in a JavaScript
 // runtime and context that no earlier call touched: the Engine snapshots the guest's
 // memory once the prelude is installed, makes every instance from that snapshot and
-// restores it after every call. Each libos.syscall goes out through the Syscaller and its
+// restores it after every call. The program is compiled once per Engine to QuickJS
+// bytecode, which every later call of the same program runs from (program.go); the
+// bytecode stays in host memory. Each libos.syscall goes out through the Syscaller and its
 // JSON result comes back into the guest. Run returns the JSON value byte for byte as the
 // guest wrote it, the console lines and stats, or an *Error with a stable code. Nothing
 // is persisted here: recording what ran is the caller's job.

@@ -3,7 +3,9 @@ package wasm
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime"
@@ -62,6 +64,10 @@ type Engine struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	cache    wazero.CompilationCache
+
+	// guestSHA is the hex sha256 of the guest, part of the key of every compiled program.
+	guestSHA string
+	programs programCache
 
 	maxMemory    int64 // hard cap, whole pages
 	discardAbove uint32
@@ -140,8 +146,10 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		return fail(fmt.Errorf("wasm: host module: %w", err))
 	}
 	guest := guestWasm
+	e.guestSHA = builtGuest.SHA256
 	if cfg.guest != nil {
-		guest = cfg.guest
+		sum := sha256.Sum256(cfg.guest)
+		guest, e.guestSHA = cfg.guest, hex.EncodeToString(sum[:])
 	}
 	// wazero compiles the guest's functions on this many goroutines when the cache
 	// misses (a fresh CI runner): the compile is most of an empty-cache start, and its
@@ -217,7 +225,7 @@ func (e *Engine) get(ctx context.Context) (*instance, error) {
 // the kernel takes time the caller of a stopped call should not wait for. Close waits
 // for it.
 func (e *Engine) put(ctx context.Context, in *instance) {
-	if !in.broken && in.dirty && !in.restore(e.snap, e.snapFrom) {
+	if !in.broken && in.dirty && !e.restore(in) {
 		in.broken = true
 	}
 	if in.broken || in.mem.Size() > e.discardAbove {
@@ -240,10 +248,10 @@ func (e *Engine) put(ctx context.Context, in *instance) {
 
 // instance is one instantiated guest. It runs one call at a time.
 type instance struct {
-	mod              api.Module
-	mem              api.Memory
-	run, alloc, free api.Function
-	outPtr, outLen   api.Function
+	mod                       api.Module
+	mem                       api.Memory
+	run, compile, alloc, free api.Function
+	outPtr, outLen            api.Function
 	// fuel is the guest's fuel counter (internal/fuel); nil only for an uninstrumented
 	// guest that a benchmark loaded.
 	fuel     api.MutableGlobal
@@ -253,7 +261,7 @@ type instance struct {
 	dirty    bool  // a call ran since the snapshot was restored
 }
 
-var guestExports = []string{"_initialize", "libos_alloc", "libos_free", "libos_prepare", "libos_run", "libos_out_ptr", "libos_out_len"}
+var guestExports = []string{"_initialize", "libos_alloc", "libos_free", "libos_prepare", "libos_compile", "libos_run", "libos_out_ptr", "libos_out_len"}
 
 func checkExports(c wazero.CompiledModule) error {
 	fns := c.ExportedFunctions()
@@ -285,6 +293,7 @@ func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 		mod:      mod,
 		mem:      mod.Memory(),
 		run:      mod.ExportedFunction("libos_run"),
+		compile:  mod.ExportedFunction("libos_compile"),
 		alloc:    mod.ExportedFunction("libos_alloc"),
 		free:     mod.ExportedFunction("libos_free"),
 		outPtr:   mod.ExportedFunction("libos_out_ptr"),
@@ -392,6 +401,11 @@ func (in *instance) restore(snap []byte, from uint32) bool {
 	}
 	in.dirty = false
 	return true
+}
+
+// restore brings a used instance back to the snapshot.
+func (e *Engine) restore(in *instance) bool {
+	return in.restore(e.snap, e.snapFrom)
 }
 
 func (in *instance) close(ctx context.Context) {

@@ -5,11 +5,11 @@ package wasm
 // builtGuest records how libos_guest.wasm was built. 'make guest' writes it together with
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
-	SHA256:         "ab416f3b140b0c63a3e722eba70728300803463d1bb1cba370317b965f7b2739",
+	SHA256:         "8f3f7e493f1c8d8f674536adc8f05b29d92444898f260f2d0ebe75344c9562d6",
 	QuickJSRelease: "2021-03-27",
 	QuickJSSource:  "npm qjsc@0.3.0 sha256:4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee",
 	Clang:          "Debian clang version 16.0.6 (15~deb12u1)",
 	WASILibc:       "0.0~git20220510.9886d3d-2",
-	PatchSHA256:    "4ced54a59c465a3d55cdd37fc29fdded72be6e75513e4629b1e6cb272812c976",
-	SourcesSHA256:  "0381958d97bb4b6f358f45dd08b81067ae4c0e2d7ac2637c698971c5c359928d",
+	PatchSHA256:    "abedf47157a07ad26e29d7172e42c5ce0862930fee73c7579ce10f64b92f5737",
+	SourcesSHA256:  "610ec6ad4043160c814b7afa3820c9a01a3bca13e814f4c8ab2dfb5a6c926759",
 }

@@ -174,23 +174,33 @@ func (h *bareHost) run(t *testing.T, program string) (int32, string) {
 func (h *bareHost) runFlags(t *testing.T, program string, flags uint64) (int32, string) {
 	t.Helper()
 	ctx, mod := context.Background(), h.mod
-	write := func(s string) uint64 {
-		r, err := mod.ExportedFunction("libos_alloc").Call(ctx, uint64(len(s)))
-		if err != nil || r[0] == 0 {
-			t.Fatal("libos_alloc", err)
-		}
-		mod.Memory().Write(uint32(r[0]), []byte(s))
-		return r[0]
-	}
-	src, args := write(program), write("{}")
+	src, args := h.write(t, program), h.write(t, "{}")
 	defer mod.ExportedFunction("libos_free").Call(ctx, src)
 	defer mod.ExportedFunction("libos_free").Call(ctx, args)
 	r, err := mod.ExportedFunction("libos_run").Call(ctx, src, uint64(len(program)), args, 2, 32<<20, 0, 1, flags)
 	if err != nil {
 		t.Fatalf("libos_run trapped: %v", err)
 	}
-	p, _ := mod.ExportedFunction("libos_out_ptr").Call(ctx)
-	n, _ := mod.ExportedFunction("libos_out_len").Call(ctx)
-	out, _ := mod.Memory().Read(uint32(p[0]), uint32(n[0]))
-	return int32(r[0]), string(out)
+	return int32(r[0]), h.output(t)
+}
+
+// write copies s into memory the guest allocated for it.
+func (h *bareHost) write(t *testing.T, s string) uint64 {
+	t.Helper()
+	r, err := h.mod.ExportedFunction("libos_alloc").Call(context.Background(), uint64(len(s)))
+	if err != nil || r[0] == 0 {
+		t.Fatal("libos_alloc", err)
+	}
+	h.mod.Memory().Write(uint32(r[0]), []byte(s))
+	return r[0]
+}
+
+// output is the guest's output buffer.
+func (h *bareHost) output(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	p, _ := h.mod.ExportedFunction("libos_out_ptr").Call(ctx)
+	n, _ := h.mod.ExportedFunction("libos_out_len").Call(ctx)
+	out, _ := h.mod.Memory().Read(uint32(p[0]), uint32(n[0]))
+	return string(out)
 }

@@ -206,7 +206,7 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	gerr := in.call(context.WithValue(runCtx, callKey{}, c), c, program, args, lim, seed, res)
+	gerr := e.call(context.WithValue(runCtx, callKey{}, c), in, c, program, args, lim, seed, res)
 	res.Logs, res.LogsTruncated = c.logs, c.logsTruncated
 	res.Stats = Stats{Duration: time.Since(start), Syscalls: min(c.syscalls, lim.Syscalls), PeakMemory: int64(in.mem.Size()), Fuel: c.fuelUsed}
 	if gerr != nil {
@@ -216,18 +216,23 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 	return res, c, nil
 }
 
-// call runs libos_run on the instance and fills res.Value, or returns the *Error.
-func (in *instance) call(ctx context.Context, c *call, program string, args []byte, lim Limits, seed uint64, res *Result) (err error) {
+// call runs the program on the instance, from its bytecode (program.go), and fills
+// res.Value, or returns the *Error.
+func (e *Engine) call(ctx context.Context, in *instance, c *call, program string, args []byte, lim Limits, seed uint64, res *Result) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			in.broken = true
 			err = &Error{Code: CodeTrap, Message: fmt.Sprintf("host panic: %v", r)}
 		}
 	}()
-	// The program and the arguments need no freeing: the snapshot is restored after
+	bytecode, compileFuel, err := e.bytecode(ctx, in, c, program, lim)
+	if err != nil {
+		return err
+	}
+	// The bytecode and the arguments need no freeing: the snapshot is restored after
 	// the call (or the instance closed).
 	in.dirty = true
-	src, err := in.write(ctx, []byte(program))
+	src, err := in.write(ctx, bytecode)
 	if err != nil {
 		return err
 	}
@@ -236,42 +241,16 @@ func (in *instance) call(ctx context.Context, c *call, program string, args []by
 		return err
 	}
 	st := in.stack[:]
-	st[0], st[1] = uint64(src), uint64(len(program))
+	st[0], st[1] = uint64(src), uint64(len(bytecode))
 	st[2], st[3] = uint64(argp), uint64(len(args))
 	// mem_limit is a signed i32: a cap of 2 GiB or more leaves QuickJS's limit just
 	// below 2 GiB, and the page limit stays the hard cap.
 	st[4], st[5] = uint64(min(lim.Memory, math.MaxInt32)), uint64(lim.Stack)
 	st[6] = seed
-	st[7] = runRestore
-	// The fuel is counted from here: what the host's own calls above spent is not the
-	// program's.
-	c.fuelUsed, c.fuelGrant = 0, c.nextGrant()
-	if in.fuel != nil {
-		in.fuel.Set(uint64(c.fuelGrant))
-	}
-	callErr := in.run.CallWithStack(ctx, st)
-	// The guest keeps the counter in a local of each function and stores it in the
-	// global on every way out: after a return the global is exact; after a trap it may
-	// be stale, and the count stays at what the last request for fuel reported.
-	if in.fuel != nil && callErr == nil {
-		c.fuelUsed += c.fuelGrant - int64(in.fuel.Get())
-	}
-	c.fuelGrant = 0
-	if callErr != nil {
-		in.broken = true
-		return trapError(c, in, callErr)
-	}
-	status := api.DecodeI32(st[0])
-	// A stop the guest did not get to see (a log over the limit on the last line, a
-	// fault in syscall_take) still fails the call.
-	if r := c.stopped(); r != running {
-		// Whatever QuickJS was doing when it unwound, the snapshot restored after the
-		// call gives the next call a clean instance; a fault means the host gave up on
-		// this one.
-		if r == stopFault {
-			in.broken = true
-		}
-		return stopError(c, r)
+	st[7] = runRestore | runBytecode
+	status, err := in.guestCall(ctx, c, compileFuel, in.run, st)
+	if err != nil {
+		return err
 	}
 	out, err := in.output(ctx)
 	if err != nil {
@@ -297,12 +276,92 @@ func (in *instance) call(ctx context.Context, c *call, program string, args []by
 	}
 }
 
-// runRestore is libos_run's flag saying that the host restores the snapshot after the
-// call, so the guest leaves its state as the call left it (ABI.md).
-const runRestore = 1
+// libos_run's flags (ABI.md): runRestore says that the host restores the snapshot after
+// the call, so the guest leaves its state as the call left it; runBytecode that the
+// program is bytecode that libos_compile wrote.
+const (
+	runRestore  = 1
+	runBytecode = 2
+)
+
+// bytecode returns the program's bytecode: from the Engine's cache, or compiled on this
+// instance (which is then restored for the run). Either way the call is charged the fuel
+// of the compile, so that its count and its verdict under Limits.Fuel never depend on
+// what ran before it.
+func (e *Engine) bytecode(ctx context.Context, in *instance, c *call, program string, lim Limits) (bytecode []byte, fuel int64, err error) {
+	k := e.programKey(program, lim)
+	p, owner := e.programs.lookup(ctx, k)
+	if p != nil && !owner && (c.fuelBudget == 0 || p.fuel < c.fuelBudget) {
+		return p.bytecode, p.fuel, nil
+	}
+	if owner {
+		defer func() { e.programs.finish(k, p, bytecode, fuel, err == nil) }()
+	}
+	in.dirty = true
+	src, err := in.write(ctx, []byte(program))
+	if err != nil {
+		return nil, 0, err
+	}
+	st := in.stack[:4]
+	st[0], st[1] = uint64(src), uint64(len(program))
+	st[2], st[3] = uint64(min(lim.Memory, math.MaxInt32)), uint64(lim.Stack)
+	status, err := in.guestCall(ctx, c, 0, in.compile, st)
+	if err != nil {
+		return nil, 0, err
+	}
+	out, err := in.output(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if status != 0 {
+		return nil, 0, guestError(c, in, out)
+	}
+	if !e.restore(in) {
+		in.broken = true
+		return nil, 0, &Error{Code: CodeTrap, Message: "cannot restore the snapshot after the compile"}
+	}
+	return out, c.fuelUsed, nil
+}
+
+// guestCall calls fn, libos_compile or libos_run, with the call's fuel and returns its
+// status, or the *Error of a call that trapped or was stopped. The fuel is counted from
+// spent on: the host's own calls into the guest (write, output) run on fuelIdle and are
+// not the program's.
+func (in *instance) guestCall(ctx context.Context, c *call, spent int64, fn api.Function, st []uint64) (int32, error) {
+	c.fuelUsed, c.fuelGrant = spent, 0
+	c.fuelGrant = c.nextGrant()
+	if in.fuel != nil {
+		in.fuel.Set(uint64(c.fuelGrant))
+	}
+	callErr := fn.CallWithStack(ctx, st)
+	// The guest keeps the counter in a local of each function and stores it in the
+	// global on every way out: after a return the global is exact; after a trap it may
+	// be stale, and the count stays at what the last request for fuel reported.
+	if in.fuel != nil && callErr == nil {
+		c.fuelUsed += c.fuelGrant - int64(in.fuel.Get())
+	}
+	c.fuelGrant = 0
+	if callErr != nil {
+		in.broken = true
+		return 0, trapError(c, in, callErr)
+	}
+	// A stop the guest did not get to see (a log over the limit on the last line, a
+	// fault in syscall_take) still fails the call.
+	if r := c.stopped(); r != running {
+		// Whatever QuickJS was doing when it unwound, the snapshot restored after the
+		// call gives the next call a clean instance; a fault means the host gave up on
+		// this one.
+		if r == stopFault {
+			in.broken = true
+		}
+		return 0, stopError(c, r)
+	}
+	return api.DecodeI32(st[0]), nil
+}
 
 // write copies b into memory the guest allocated for it.
 func (in *instance) write(ctx context.Context, b []byte) (uint32, error) {
+	in.idleFuel()
 	st := in.stack[:1]
 	st[0] = uint64(len(b))
 	if err := in.alloc.CallWithStack(ctx, st); err != nil {
@@ -323,6 +382,7 @@ func (in *instance) write(ctx context.Context, b []byte) (uint32, error) {
 
 // output copies the guest's output buffer.
 func (in *instance) output(ctx context.Context) ([]byte, error) {
+	in.idleFuel()
 	st := in.stack[:1]
 	if err := in.outPtr.CallWithStack(ctx, st); err != nil {
 		in.broken = true
@@ -340,6 +400,15 @@ func (in *instance) output(ctx context.Context) ([]byte, error) {
 		return nil, &Error{Code: CodeTrap, Message: "guest output out of range"}
 	}
 	return bytes.Clone(b), nil
+}
+
+// idleFuel gives the host's own calls into the guest (allocating the input, reading the
+// output: short, bounded code) a grant that never runs out, so that they never ask a call
+// for fuel and never count to it.
+func (in *instance) idleFuel() {
+	if in.fuel != nil {
+		in.fuel.Set(fuelIdle)
+	}
 }
 
 // guestError decodes the guest's error object.

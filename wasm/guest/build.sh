@@ -76,7 +76,7 @@ done
 wait "$lane1" || failed=1
 [ "$failed" = 0 ] || exit 1
 
-exports=(libos_alloc libos_free libos_prepare libos_run libos_out_ptr libos_out_len)
+exports=(libos_alloc libos_free libos_prepare libos_compile libos_run libos_out_ptr libos_out_len)
 ldflags=(
 	--target=wasm32-wasi -mexec-model=reactor -fuse-ld=lld
 	-Wl,--gc-sections -Wl,--strip-all

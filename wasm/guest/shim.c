@@ -752,7 +752,24 @@ static int drain_jobs(Call *c)
     }
 }
 
-static int call_program(Call *c, const char *src, int32_t src_len,
+/* Compiles the program, a global script named tool.js, into *fn; 0, or STATUS_ERROR
+   with the output set. */
+static int compile_program(Call *c, const char *src, int32_t src_len, JSValue *fn)
+{
+    char *text = copy_input(src, src_len);
+    if (!text)
+        return fail("out_of_memory", "guest: no memory for the program");
+    *fn = JS_CompileScript(c->ctx, text, (size_t)src_len, "tool.js");
+    free(text);
+    if (JS_IsException(*fn))
+        return fail_pending(c, "syntax_error");
+    return 0;
+}
+
+/* Runs the program: src is its JavaScript text, or with bytecode set the bytecode that
+   libos_compile made of that text (never bytes from anywhere else: JS_ReadObject trusts
+   what it reads). */
+static int call_program(Call *c, const char *src, int32_t src_len, int bytecode,
                         const char *args, int32_t args_len)
 {
     JSContext *ctx = c->ctx;
@@ -762,13 +779,15 @@ static int call_program(Call *c, const char *src, int32_t src_len,
     int ret;
 
     /* the program: a global script that defines run */
-    text = copy_input(src, src_len);
-    if (!text)
-        return fail("out_of_memory", "guest: no memory for the program");
-    v = JS_CompileScript(ctx, text, (size_t)src_len, "tool.js");
-    free(text);
-    if (JS_IsException(v))
-        return fail_pending(c, "syntax_error");
+    if (bytecode) {
+        v = JS_ReadObject(ctx, (const uint8_t *)src, (size_t)src_len, JS_READ_OBJ_BYTECODE);
+        if (JS_IsException(v))
+            return fail_pending(c, "js_error");
+    } else {
+        ret = compile_program(c, src, src_len, &v);
+        if (ret != 0)
+            return ret;
+    }
     PROF("compile");
     v = JS_EvalFunction(ctx, v);
     if (JS_IsException(v))
@@ -1032,18 +1051,15 @@ EXPORT(libos_prepare) int32_t libos_prepare(void)
 }
 
 /* libos_run's flags */
-#define RUN_RESTORE 1 /* the host restores its snapshot before the next call */
+#define RUN_RESTORE 1  /* the host restores its snapshot before the next call */
+#define RUN_BYTECODE 2 /* src is what libos_compile wrote, not JavaScript text */
 
-EXPORT(libos_run) int32_t libos_run(const char *src, int32_t src_len,
-                                    const char *args, int32_t args_len,
-                                    int32_t mem_limit, int32_t stack_limit, int64_t seed,
-                                    int32_t flags)
+/* Takes the prepared state for one call (libos_run or libos_compile) under its limits;
+   0, or STATUS_ERROR with the output set. */
+static int begin_call(Call *c, int32_t mem_limit, int32_t stack_limit, int64_t seed)
 {
-    Call c;
     size_t stack;
-    int ret;
 
-    PROF("start");
     interrupted = 0;
     oom_hit = 0;
     alloc_since_poll = 0;
@@ -1054,32 +1070,86 @@ EXPORT(libos_run) int32_t libos_run(const char *src, int32_t src_len,
         return STATUS_ERROR;
     state.used = 1;
 
-    memset(&c, 0, sizeof(c));
-    c.rt = state.rt;
-    c.ctx = state.ctx;
-    c.libos = state.libos;
-    c.serialize = state.serialize;
-    c.describe = state.describe;
-    c.settle = state.settle;
-    c.mem_limit = mem_limit > 0 ? (size_t)mem_limit : 0;
-    JS_SetMemoryLimit(c.rt, c.mem_limit ? c.mem_limit : (size_t)-1);
+    memset(c, 0, sizeof(*c));
+    c->rt = state.rt;
+    c->ctx = state.ctx;
+    c->libos = state.libos;
+    c->serialize = state.serialize;
+    c->describe = state.describe;
+    c->settle = state.settle;
+    c->mem_limit = mem_limit > 0 ? (size_t)mem_limit : 0;
+    JS_SetMemoryLimit(c->rt, c->mem_limit ? c->mem_limit : (size_t)-1);
     stack = stack_limit > 0 ? (size_t)stack_limit : STACK_LIMIT_DEFAULT;
     if (stack > STACK_LIMIT_MAX)
         stack = STACK_LIMIT_MAX;
     if (stack < STACK_LIMIT_MIN)
         stack = STACK_LIMIT_MIN;
     /* the stack's top is where this call's frames begin, not where prepare's did */
-    JS_UpdateStackTop(c.rt);
-    JS_SetMaxStackSize(c.rt, stack);
-    JS_SetRandomSeed(c.ctx, (uint64_t)seed);
+    JS_UpdateStackTop(c->rt);
+    JS_SetMaxStackSize(c->rt, stack);
+    JS_SetRandomSeed(c->ctx, (uint64_t)seed);
+    current_ctx = c->ctx;
+    return 0;
+}
 
-    current_ctx = c.ctx;
-    ret = call_program(&c, src, src_len, args, args_len);
+/* A failure of a call that hit its memory limit is reported as out of memory, whatever
+   shape it took on the way out. */
+static int end_call(int ret)
+{
     current_ctx = NULL;
-    PROF("serialize");
     if (ret != STATUS_OK && oom_hit && !interrupted &&
         (output_has_code("js_error") || output_has_code("unsettled") || output_has_code("guest_error")))
         ret = fail("out_of_memory", "guest: out of memory (the memory limit was reached)");
+    return ret;
+}
+
+/* libos_compile compiles src as the program libos_run would run and writes its bytecode,
+   with the source text of its functions (Function.prototype.toString), as the output.
+   It runs no JavaScript; the host restores its snapshot after it, as after a call. */
+EXPORT(libos_compile) int32_t libos_compile(const char *src, int32_t src_len,
+                                            int32_t mem_limit, int32_t stack_limit)
+{
+    Call c;
+    JSValue v;
+    uint8_t *bc;
+    size_t len;
+    int ret;
+
+    ret = begin_call(&c, mem_limit, stack_limit, 0);
+    if (ret != 0)
+        return ret;
+    ret = compile_program(&c, src, src_len, &v);
+    if (ret != 0)
+        return end_call(ret);
+    if (interrupted) {
+        JS_FreeValue(c.ctx, v);
+        return end_call(interrupted_error());
+    }
+    bc = JS_WriteObject(c.ctx, &len, v, JS_WRITE_OBJ_BYTECODE | JS_WRITE_OBJ_SOURCE);
+    JS_FreeValue(c.ctx, v);
+    if (!bc)
+        return end_call(fail_pending(&c, "syntax_error"));
+    ret = set_output((const char *)bc, len) < 0 ? STATUS_ERROR : STATUS_OK;
+    js_free(c.ctx, bc);
+    if (ret != STATUS_OK)
+        return end_call(fail("out_of_memory", "guest: no memory left for the output"));
+    return end_call(STATUS_OK);
+}
+
+EXPORT(libos_run) int32_t libos_run(const char *src, int32_t src_len,
+                                    const char *args, int32_t args_len,
+                                    int32_t mem_limit, int32_t stack_limit, int64_t seed,
+                                    int32_t flags)
+{
+    Call c;
+    int ret;
+
+    PROF("start");
+    ret = begin_call(&c, mem_limit, stack_limit, seed);
+    if (ret != 0)
+        return ret;
+    ret = end_call(call_program(&c, src, src_len, (flags & RUN_BYTECODE) != 0, args, args_len));
+    PROF("serialize");
     /* Restored by the host, or the instance of an interrupted call, which is never used
        again: freeing what the call built, possibly gigabytes of objects, would only
        delay the answer. */
