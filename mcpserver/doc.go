@@ -43,6 +43,6 @@
 // authentication and TLS.
 //
 // Approvals through the client (approval.go), resources, prompts and the Skills
-// extension (resources.go), progress of a call (engine.WithProgress) and the
+// extension (resources.go), completions (completion.go), progress of a call (engine.WithProgress) and the
 // cancellation of stateless calls (http.go) are described where they are made.
 package mcpserver

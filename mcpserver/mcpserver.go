@@ -67,16 +67,19 @@ func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
 	s := &Server{k: k, pid: pid, log: log, mirrored: map[string]string{}}
 	s.auth = opts.Auth
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
-		Instructions: opts.Instructions,
-		Logger:       log,
+		Instructions:      opts.Instructions,
+		Logger:            log,
+		CompletionHandler: s.complete,
 		// The tools capability is stated even while the projection is empty, with
 		// list_changed: registering a JIT tool changes the list.
 		// Prompts are stated too: the SDK answers prompts/list (with an empty list),
 		// and a server that answers a method declares its capability.
 		// Resources and the Skills extension: the audit log, the candidates and the
-		// image's Skills (resources.go).
+		// image's Skills (resources.go). Completions: of the resource templates'
+		// variables (completion.go).
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Prompts: &mcp.PromptCapabilities{},
-			Resources: &mcp.ResourceCapabilities{ListChanged: true}, Extensions: map[string]any{skillsExtension: map[string]any{}}},
+			Resources: &mcp.ResourceCapabilities{ListChanged: true}, Extensions: map[string]any{skillsExtension: map[string]any{}},
+			Completions: &mcp.CompletionCapabilities{}},
 	})
 	s.srv.AddReceivingMiddleware(s.intercept)
 	if err := s.sync(false); err != nil {

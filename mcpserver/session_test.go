@@ -199,6 +199,15 @@ func TestMultiplexedListingsHideJITTools(t *testing.T) {
 			cr, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "jit-authoring"},
 				Argument: mcp.CompleteParamsArgument{Name: "tool", Value: "clock"}})
 			add("completion/complete", cr, err)
+			seen = append(seen, completeAll(ctx, cs, t)...)
+			// The candidates template, served under the direct projection only, is
+			// answered as a template nobody serves.
+			hiddenTpl, unknownTpl := "libos://process/{pid}/candidates/{id}", "libos://process/{pid}/zz/{id}"
+			_, e1 := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: hiddenTpl}, Argument: mcp.CompleteParamsArgument{Name: "id"}})
+			_, e2 := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: unknownTpl}, Argument: mcp.CompleteParamsArgument{Name: "id"}})
+			if e1 == nil || strings.ReplaceAll(e1.Error(), hiddenTpl, "T") != strings.ReplaceAll(e2.Error(), unknownTpl, "T") {
+				t.Errorf("a hidden template completes unlike an unknown one: %v / %v", e1, e2)
+			}
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_jit_tool", Arguments: map[string]any{"tool_name": "clock_nw", "arguments": map[string]any{}}})
 			add("tools/call of a misspelt JIT name", res, err)
 			all := strings.Join(seen, "\n")
