@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,8 +34,8 @@ type Options struct {
 	// MaxMemory is the hard cap, in bytes, of the sandbox's linear memory per call; 0
 	// means the sandbox's default (wasm.DefaultMaxMemory).
 	MaxMemory int64
-	// PoolSize is how many idle sandbox instances are kept; 0 means GOMAXPROCS, a
-	// negative value keeps none.
+	// PoolSize is how many idle sandbox instances are kept; 0 means DefaultPoolSize or
+	// GOMAXPROCS, whichever is larger; a negative value keeps none.
 	PoolSize int
 	// Limits are the kernel-wide limits; processes can only tighten them. Zero fields
 	// default.
@@ -103,6 +104,17 @@ type System struct {
 	cluster *clusterHost
 }
 
+// DefaultPoolSize is how many idle sandbox instances a System keeps by default. A JIT
+// call holds an instance while it runs, and one that finds the pool empty instantiates
+// the guest and closes the instance afterwards, which costs more than the call itself:
+// with the pool at GOMAXPROCS (2 here), 16 concurrent calls spent about 1.2 ms of CPU
+// each, with 16 idle instances about 0.75 ms (BenchmarkJITCallConcurrent in package
+// tools, which uses the same pool size). An idle instance keeps its guest memory
+// (restored to the prepared snapshot; one that grew past the engine's threshold is
+// closed instead), and instances are made only when calls overlap: an idle server
+// holds none beyond what its peak concurrency left.
+const DefaultPoolSize = 16
+
 // Open opens the store in dir (created if missing) and starts the libOS on it. The
 // kernel restores every process the store holds, with the JIT tools they registered
 // (recorded as tools_changed events with change "rehydrated"); a registered tool that
@@ -110,7 +122,11 @@ type System struct {
 // the system works. Calls in flight when a previous System stopped are reported by
 // UnknownSettlements, never retried.
 func Open(ctx context.Context, dir string, opts Options) (*System, error) {
-	sb, err := newSandbox(ctx, opts.CacheDir, opts.MaxMemory, opts.PoolSize)
+	pool := opts.PoolSize
+	if pool == 0 {
+		pool = max(DefaultPoolSize, runtime.GOMAXPROCS(0))
+	}
+	sb, err := newSandbox(ctx, opts.CacheDir, opts.MaxMemory, pool)
 	if err != nil {
 		return nil, err
 	}
