@@ -15,6 +15,7 @@ import (
 	"github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/agent"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -436,13 +437,13 @@ func TestResumeAfterKill(t *testing.T) {
 
 // Bad configuration is a typed error and touches nothing.
 func TestConfigErrors(t *testing.T) {
-	if _, err := agent.NewProvider(agent.ProviderConfig{Kind: "gemini"}); agent.CodeOf(err) != "invalid_config" {
+	if _, err := agent.NewProvider(agent.ProviderConfig{Kind: "gemini"}); liberr.CodeOf(err) != "invalid_config" {
 		t.Errorf("unknown provider: %v", err)
 	}
-	if _, err := agent.NewProvider(agent.ProviderConfig{Kind: "openai", BaseURL: "ftp://x"}); agent.CodeOf(err) != "invalid_config" {
+	if _, err := agent.NewProvider(agent.ProviderConfig{Kind: "openai", BaseURL: "ftp://x"}); liberr.CodeOf(err) != "invalid_config" {
 		t.Errorf("bad base URL: %v", err)
 	}
-	if _, err := agent.Run(context.Background(), agent.Config{}, "x"); agent.CodeOf(err) != "invalid_config" {
+	if _, err := agent.Run(context.Background(), agent.Config{}, "x"); liberr.CodeOf(err) != "invalid_config" {
 		t.Errorf("empty config: %v", err)
 	}
 }

@@ -87,6 +87,3 @@ func errorf(code liberr.Code, cause error, format string, args ...any) *liberr.E
 func providerErr(code liberr.Code, status, attempts int, cause error, format string, args ...any) *liberr.Error {
 	return liberr.Wrap(layer, code, &ProviderFailure{Status: status, Attempts: attempts, Err: cause}, format, args...)
 }
-
-// CodeOf returns the stable code of err, or "" when it carries none.
-func CodeOf(err error) string { return string(liberr.CodeOf(err)) }

@@ -395,10 +395,10 @@ func (r *run) finish(ctx context.Context, err error, reason ...string) (*Report,
 		why = reason[0]
 	}
 	if err != nil {
-		switch CodeOf(err) {
-		case string(CodeCanceled):
+		switch liberr.CodeOf(err) {
+		case CodeCanceled:
 			why = ReasonCancelled
-		case string(CodeStorage), string(engine.CodeClosed):
+		case CodeStorage, engine.CodeClosed:
 			// The log refuses writes: the run cannot record its end either.
 			return r.report(ReasonFailed), err
 		default:
@@ -407,7 +407,7 @@ func (r *run) finish(ctx context.Context, err error, reason ...string) (*Report,
 	}
 	data := map[string]any{"run_id": r.id, "reason": why, "steps": r.step, "usage": r.usage, "calls": r.calls}
 	if err != nil {
-		data["code"] = CodeOf(err)
+		data["code"] = string(liberr.CodeOf(err))
 	}
 	if aerr := r.append(context.WithoutCancel(ctx), EventFinished, data); aerr != nil && err == nil {
 		err = aerr

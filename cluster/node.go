@@ -442,8 +442,7 @@ func (n *Node) consume() {
 			if n.ctx.Err() != nil {
 				return
 			}
-			var se *store.Error
-			if errors.As(err, &se) && (se.Code == store.CodeCorrupt || se.Code == store.CodeIO || se.Code == store.CodeClosed) {
+			if errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrIO) || errors.Is(err, store.ErrClosed) {
 				n.errMu.Lock()
 				n.err = err
 				n.errMu.Unlock()

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/agentlibos/libos/liberr"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func TestAdapterDepth(t *testing.T) {
 			if c.ok && err != nil {
 				t.Fatalf("rejected at the bound: %v", err)
 			}
-			if !c.ok && CodeOf(err) != string(CodeProtocolFrame) {
+			if !c.ok && liberr.CodeOf(err) != CodeProtocolFrame {
 				t.Fatalf("over the bound: got %v, want a protocol_frame failure", err)
 			}
 		})
@@ -51,7 +52,7 @@ func TestAdapterFrameLimit(t *testing.T) {
 	lim := adapterLimits{maxDepth: 8, maxFrameBytes: 64}
 	frame := `{"name":"echo","arguments":{"pad":"` + strings.Repeat("x", 64) + `"}}`
 	_, err := normalizeFrame([]byte(frame), lim)
-	if CodeOf(err) != string(CodeLimitExceeded) {
+	if liberr.CodeOf(err) != CodeLimitExceeded {
 		t.Fatalf("got %v, want limit_exceeded", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine/internal/datadriven"
+	"github.com/agentlibos/libos/liberr"
 )
 
 var testAdapterLimits = adapterLimits{maxDepth: 64, maxFrameBytes: 1 << 20}
@@ -77,8 +78,8 @@ func TestAdapter(t *testing.T) {
 func checkNormalized(t *testing.T, n normalized, err error) {
 	t.Helper()
 	if err != nil {
-		if CodeOf(err) != string(CodeProtocolFrame) && CodeOf(err) != string(CodeLimitExceeded) {
-			t.Fatalf("adapter failure with code %q, want protocol_frame or limit_exceeded: %v", CodeOf(err), err)
+		if liberr.CodeOf(err) != CodeProtocolFrame && liberr.CodeOf(err) != CodeLimitExceeded {
+			t.Fatalf("adapter failure with code %q, want protocol_frame or limit_exceeded: %v", liberr.CodeOf(err), err)
 		}
 		if !strings.HasPrefix(err.Error(), "engine: protocol frame: ") {
 			t.Fatalf("adapter error message %q does not say it is a protocol frame failure", err)

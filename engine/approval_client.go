@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -108,8 +109,7 @@ func (k *Kernel) applyClientDecision(ctx context.Context, p *process, sub approv
 		return invalid("approval %s is already %s: an answer counts once", a.ID, a.State)
 	}
 	if err := k.decideIn(ctx, p.pid, a.ID, d.Approve, d.Reason, d.By); err != nil {
-		var e *Error
-		if errors.As(err, &e) {
+		if e, ok := liberr.AsLayer(err, layer); ok {
 			return e
 		}
 		return storageErr("decide the approval", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
@@ -196,8 +197,8 @@ func TestRouteApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-ch
-	if engine.CodeOf(r.err) != "approval_denied" {
-		t.Fatalf("approval for another definition: %v (%s)", r.err, engine.CodeOf(r.err))
+	if liberr.CodeOf(r.err) != "approval_denied" {
+		t.Fatalf("approval for another definition: %v (%s)", r.err, liberr.CodeOf(r.err))
 	}
 	if _, err := w.st.KVGet(pid, "e"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatal("the syscall ran on an approval for another definition")
@@ -212,7 +213,7 @@ func TestRouteApproval(t *testing.T) {
 	if err := w.k.Deny(ctx, a.ID, "no"); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-ch; engine.CodeOf(r.err) != "approval_denied" {
+	if r := <-ch; liberr.CodeOf(r.err) != "approval_denied" {
 		t.Fatalf("denied syscall: %v", r.err)
 	}
 }

@@ -118,16 +118,3 @@ const layer = "engine"
 func errorf(code Code, format string, args ...any) *Error {
 	return &Error{Layer: layer, Code: code, Message: fmt.Sprintf(format, args...)}
 }
-
-// CodeOf returns the machine code of err: the code of the outermost error in its
-// chain that has one (liberr.CodeOf), "" for nil, and tool_failed for any other error
-// (the code a handler's untyped error settles with).
-func CodeOf(err error) string {
-	if err == nil {
-		return ""
-	}
-	if c := liberr.CodeOf(err); c != "" {
-		return string(c)
-	}
-	return string(CodeToolFailed)
-}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // wrapper is a handler's own typed error that carries a cause, as package tools'
@@ -52,8 +53,8 @@ func TestHandlerErrorOutermostCodeWins(t *testing.T) {
 			if got := codeOf(err); got != c.want {
 				t.Fatalf("call failed with %q, want %q (%v)", got, c.want, err)
 			}
-			if got := engine.CodeOf(c.err); got != c.want {
-				t.Fatalf("CodeOf = %q, want %q", got, c.want)
+			if got := string(liberr.CodeOr(c.err, liberr.CodeToolFailed)); got != c.want {
+				t.Fatalf("CodeOr = %q, want %q", got, c.want)
 			}
 			evs := e.events(t, pid)
 			if last := lastOf(t, evs, engine.EventToolFailed); field(t, last, "code") != c.want {

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
 )
@@ -86,8 +87,8 @@ func TestKillNeverLeavesApprovalsPending(t *testing.T) {
 			if !fired {
 				t.Fatalf("Kill failed without a write failure: %v", kerr)
 			}
-			if engine.CodeOf(kerr) != string(engine.CodeStorage) || !errors.Is(kerr, errInjected) {
-				t.Fatalf("Kill under a failing store: %v (%s), want storage_failed wrapping the write error", kerr, engine.CodeOf(kerr))
+			if liberr.CodeOf(kerr) != engine.CodeStorage || !errors.Is(kerr, errInjected) {
+				t.Fatalf("Kill under a failing store: %v (%s), want storage_failed wrapping the write error", kerr, liberr.CodeOf(kerr))
 			}
 			// Not killed: the process is still in the live table.
 			if _, err := k.Process(pid); err != nil {

@@ -45,8 +45,8 @@ func (k *Kernel) Events(pid string, after uint64, limit int) ([]store.Event, err
 	return evs, nil
 }
 
-// VerifyLog checks the hash chain of pid's event log. A broken chain is a
-// *store.VerifyError (errors.Is store.ErrCorrupt) naming the first bad sequence
+// VerifyLog checks the hash chain of pid's event log. A broken chain is a store
+// corrupt error whose cause, a *store.VerifyError, names the first bad sequence
 // number, wrapped in an *Error with code storage_failed.
 func (k *Kernel) VerifyLog(pid string) error {
 	if err := k.st.Verify(pid); err != nil {
@@ -73,8 +73,7 @@ type exportedEvent struct {
 // (it is the evidence) and the verification error is returned after it.
 func (k *Kernel) ExportEvents(pid string, w io.Writer) error {
 	verr := k.VerifyLog(pid)
-	var nf *store.Error
-	if verr != nil && errors.As(verr, &nf) && nf.Code == store.CodeNotFound {
+	if errors.Is(verr, store.ErrNotFound) {
 		return verr
 	}
 	bw := bufio.NewWriter(w)

@@ -452,8 +452,12 @@ func runHandler(ctx context.Context, h Handler, call *Call) (out json.RawMessage
 // settlement when the kernel is reopened.
 func (k *Kernel) fail(ctx context.Context, p *process, call *Call, err error) error {
 	e := liberr.Outermost(err)
-	if e == nil {
-		e = &Error{Layer: layer, Code: Code(CodeOf(err)), Message: fmt.Sprintf("%s failed: %v", call.Tool, err), Err: err}
+	if e == nil || toolsOwn[e.Layer] {
+		code := liberr.CodeOr(err, CodeToolFailed)
+		if e != nil && !toolsOwnCodes[e.Layer] {
+			code = CodeToolFailed
+		}
+		e = &Error{Layer: layer, Code: code, Message: fmt.Sprintf("%s failed: %v", call.Tool, err), Err: err}
 	}
 	m := map[string]any{"call_id": call.CallID, "tool": call.Tool, "code": e.Code, "reason": e.Message}
 	if len(e.Details) > 0 {
@@ -465,6 +469,18 @@ func (k *Kernel) fail(ctx context.Context, p *process, call *Call, err error) er
 	}
 	return e
 }
+
+// toolsOwn are the layers whose errors are a tool's own failure, not a refusal of the
+// kernel or of a syscall: a handler's error from the tool's implementation (the JIT
+// lifecycle and JIT programs), from the store or from the sandbox it used. The model
+// sees such a failure framed with the tool's name ("<tool> failed: <error>"); an
+// error of the kernel or of the syscall layer speaks for itself, as it is.
+var toolsOwn = map[string]bool{"tools": true, "store": true, "wasm": true}
+
+// toolsOwnCodes are the layers of toolsOwn whose codes the model sees: the tools
+// layer's codes are part of the JIT contract; the store's and the sandbox's describe
+// the host, and such a failure is tool_failed.
+var toolsOwnCodes = map[string]bool{"tools": true}
 
 // runJITToolDef is the multiplexed pseudo-function. Its schema names no JIT tool.
 var runJITToolDef = render.Tool{

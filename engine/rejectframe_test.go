@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // TestRejectFrame: a message the transport refuses before the adapter is "a
@@ -18,7 +19,7 @@ func TestRejectFrame(t *testing.T) {
 	pid := e.spawn(t, engine.ProcessConfig{Tools: []string{"echo"}})
 	frame := []byte(`{"jsonrpc":"2.0","id":1,"Method":"tools/call"}`)
 	err := e.k.RejectFrame(context.Background(), pid, frame, `mcp: member "Method" is not "method"`)
-	if !errors.Is(err, engine.ErrProtocolFrame) || engine.CodeOf(err) != string(engine.CodeProtocolFrame) {
+	if !errors.Is(err, engine.ErrProtocolFrame) || liberr.CodeOf(err) != engine.CodeProtocolFrame {
 		t.Fatalf("RejectFrame = %v, want a protocol_frame error", err)
 	}
 	var rejected []json.RawMessage

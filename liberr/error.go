@@ -89,6 +89,20 @@ func CodeOf(err error) Code {
 	return ""
 }
 
+// CodeOr is CodeOf with a fallback: the code of err, or fallback when err (not nil)
+// carries none. A caller that must report some code for any failure (the engine, for
+// a handler's plain error: tool_failed) names its own fallback here rather than
+// keeping a CodeOf of its own.
+func CodeOr(err error, fallback Code) Code {
+	if err == nil {
+		return ""
+	}
+	if c := CodeOf(err); c != "" {
+		return c
+	}
+	return fallback
+}
+
 // Outermost returns the outermost coded error in err's chain (see CodeOf) when it is
 // an *Error, else nil.
 func Outermost(err error) *Error {
@@ -128,6 +142,32 @@ func As(err error) (*Error, bool) {
 	var e *Error
 	ok := errors.As(err, &e)
 	return e, ok
+}
+
+// AsLayer is errors.As for the errors one layer made: the outermost *Error in err's
+// chain whose Layer is layer. Every package's errors are one type, so a package that
+// must tell its own refusals from a failure it passes along (a store error inside a
+// callback's result, say) asks for its layer, not for a type.
+func AsLayer(err error, layer string) (*Error, bool) {
+	for err != nil {
+		if e, ok := err.(*Error); ok && e.Layer == layer {
+			return e, true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				if e, ok := AsLayer(inner, layer); ok {
+					return e, true
+				}
+			}
+			return nil, false
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
 }
 
 // Clip returns s as valid UTF-8 (invalid bytes become U+FFFD) cut to at most n bytes

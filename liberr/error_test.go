@@ -58,3 +58,32 @@ func TestClipKeepsCharacters(t *testing.T) {
 		}
 	}
 }
+
+// "errors.Is/As working across layers": a layer finds its own error in a chain that
+// other layers' errors wrap, and only its own.
+func TestAsLayerFindsItsOwn(t *testing.T) {
+	st := New("store", "io", "write failed")
+	tl := Wrap("tools", "storage_failed", st, "persist")
+	chain := fmt.Errorf("outer: %w", Wrap("engine", "tool_failed", tl, "call failed"))
+	if e, ok := AsLayer(chain, "tools"); !ok || e != tl {
+		t.Errorf("AsLayer(tools) = %v, %v", e, ok)
+	}
+	if e, ok := AsLayer(chain, "store"); !ok || e != st {
+		t.Errorf("AsLayer(store) = %v, %v", e, ok)
+	}
+	if _, ok := AsLayer(chain, "wasm"); ok {
+		t.Error("AsLayer found a layer that is not in the chain")
+	}
+	if e, ok := AsLayer(errors.Join(errors.New("x"), st), "store"); !ok || e != st {
+		t.Errorf("AsLayer through a join = %v, %v", e, ok)
+	}
+	if c := CodeOr(errors.New("plain"), "tool_failed"); c != "tool_failed" {
+		t.Errorf("CodeOr(plain) = %q", c)
+	}
+	if c := CodeOr(nil, "tool_failed"); c != "" {
+		t.Errorf("CodeOr(nil) = %q", c)
+	}
+	if c := CodeOr(chain, "tool_failed"); c != "tool_failed" {
+		t.Errorf("CodeOr(chain) = %q, want the outermost code", c)
+	}
+}

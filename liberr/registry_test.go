@@ -42,12 +42,29 @@ func TestRegistryIsWellFormed(t *testing.T) {
 	}
 }
 
-// emitted scans the module's production Go files for the codes they can return: the
-// string constants named Code… (or code…), the string literals given as the Code of
-// a composite literal, and the code argument of New and Wrap. It returns, for each
-// code, the set of package directories that emit it.
+// emitted scans the module's production Go files for the codes they can return (see
+// scanCodes). It returns, for each code, the set of package directories that emit it.
 func emitted(t *testing.T) map[string]map[string]bool {
 	t.Helper()
+	out, err := scanCodes(moduleRoot, sharedCodes(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// scanCodes reads the production Go files under root, package by package, and
+// returns every code they can emit, with the directories that emit it. A code is a
+// string literal (or a shared code, liberr.CodeX, or a conversion of either) found
+//
+//   - as the value of a constant or variable named Code… or code…, or declared of
+//     type Code or liberr.Code;
+//   - as the Code field of a composite literal (&liberr.Error{Code: …});
+//   - as a conversion Code("…") or liberr.Code("…");
+//   - as the code argument of liberr.New, liberr.Wrap, or of any function of the
+//     same package that takes a Code or liberr.Code parameter: a package's own
+//     constructor (errorf(CodeX, …), sentinel("…")) is seen like liberr's.
+func scanCodes(root string, shared map[string]Code) (map[string]map[string]bool, error) {
 	out := map[string]map[string]bool{}
 	add := func(code, dir string) {
 		if code == "" {
@@ -58,14 +75,39 @@ func emitted(t *testing.T) map[string]map[string]bool {
 		}
 		out[code][dir] = true
 	}
-	shared := sharedCodes(t)
+	// A code is a string literal, a shared code named as liberr.CodeX (codes.go), or
+	// a conversion of either (Code(liberr.CodeX)).
+	var str func(e ast.Expr) (string, bool)
+	str = func(e ast.Expr) (string, bool) {
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			if e.Kind != token.STRING {
+				return "", false
+			}
+			s, err := strconv.Unquote(e.Value)
+			return s, err == nil
+		case *ast.SelectorExpr:
+			if x, ok := e.X.(*ast.Ident); ok && x.Name == "liberr" {
+				c, ok := shared[e.Sel.Name]
+				return string(c), ok
+			}
+		case *ast.CallExpr:
+			if len(e.Args) == 1 && (isCodeType(e.Fun) || isIdent(e.Fun, "string")) {
+				return str(e.Args[0])
+			}
+		case *ast.ParenExpr:
+			return str(e.X)
+		}
+		return "", false
+	}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(moduleRoot, func(p string, d fs.DirEntry, err error) error {
+	files := map[string][]*ast.File{} // by package directory
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			if n := d.Name(); p != moduleRoot && (n == "build" || n == "testdata" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
+			if n := d.Name(); p != root && (n == "build" || n == "testdata" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -73,71 +115,128 @@ func emitted(t *testing.T) map[string]map[string]bool {
 		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 			return nil
 		}
+		dir, _ := filepath.Rel(root, filepath.Dir(p))
+		dir = filepath.ToSlash(dir)
+		if dir == "liberr" {
+			return nil // declares the shared codes; the packages that name them emit them
+		}
 		f, err := parser.ParseFile(fset, p, nil, 0)
 		if err != nil {
 			return err
 		}
-		dir, _ := filepath.Rel(moduleRoot, filepath.Dir(p))
-		dir = filepath.ToSlash(dir)
-		// A code is a string literal, a shared code of this package named as
-		// liberr.CodeX (codes.go), or a conversion of either (Code(liberr.CodeX)).
-		var str func(e ast.Expr) (string, bool)
-		str = func(e ast.Expr) (string, bool) {
-			switch e := e.(type) {
-			case *ast.BasicLit:
-				if e.Kind != token.STRING {
-					return "", false
-				}
-				s, err := strconv.Unquote(e.Value)
-				return s, err == nil
-			case *ast.SelectorExpr:
-				if x, ok := e.X.(*ast.Ident); ok && x.Name == "liberr" {
-					c, ok := shared[e.Sel.Name]
-					return string(c), ok
-				}
-			case *ast.CallExpr:
-				if f, ok := e.Fun.(*ast.Ident); ok && len(e.Args) == 1 && (f.Name == "Code" || f.Name == "string") {
-					return str(e.Args[0])
-				}
-			}
-			return "", false
-		}
-		if dir == "liberr" {
-			return nil // declares the shared codes; the packages that name them emit them
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.ValueSpec:
-				for i, name := range n.Names {
-					if i < len(n.Values) && strings.HasPrefix(strings.ToLower(name.Name), "code") {
-						if s, ok := str(n.Values[i]); ok {
-							add(s, dir)
-						}
-					}
-				}
-			case *ast.KeyValueExpr:
-				if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Code" {
-					if s, ok := str(n.Value); ok {
-						add(s, dir)
-					}
-				}
-			case *ast.CallExpr:
-				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "New" || sel.Sel.Name == "Wrap") && len(n.Args) >= 2 {
-					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "liberr" {
-						if s, ok := str(n.Args[1]); ok {
-							add(s, dir)
-						}
-					}
-				}
-			}
-			return true
-		})
+		files[dir] = append(files[dir], f)
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	for dir, fs := range files {
+		// The package's own constructors: functions with a code parameter, by name,
+		// with the parameter's position.
+		ctors := map[string][]int{}
+		for _, f := range fs {
+			for _, d := range f.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok || fd.Recv != nil {
+					continue
+				}
+				i := 0
+				for _, field := range fd.Type.Params.List {
+					n := max(len(field.Names), 1)
+					if isCodeType(field.Type) {
+						for j := range n {
+							ctors[fd.Name.Name] = append(ctors[fd.Name.Name], i+j)
+						}
+					}
+					i += n
+				}
+			}
+		}
+		for _, f := range fs {
+			ast.Inspect(f, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.ValueSpec:
+					typed := n.Type != nil && isCodeType(n.Type)
+					for i, name := range n.Names {
+						if i < len(n.Values) && (typed || strings.HasPrefix(strings.ToLower(name.Name), "code")) {
+							if s, ok := str(n.Values[i]); ok {
+								add(s, dir)
+							}
+						}
+					}
+				case *ast.KeyValueExpr:
+					if isIdent(n.Key, "Code") {
+						if s, ok := str(n.Value); ok {
+							add(s, dir)
+						}
+					}
+				case *ast.CallExpr:
+					if len(n.Args) == 1 && isCodeType(n.Fun) {
+						if s, ok := str(n.Args[0]); ok {
+							add(s, dir)
+						}
+					}
+					switch fn := n.Fun.(type) {
+					case *ast.SelectorExpr:
+						if isIdent(fn.X, "liberr") && (fn.Sel.Name == "New" || fn.Sel.Name == "Wrap") && len(n.Args) >= 2 {
+							if s, ok := str(n.Args[1]); ok {
+								add(s, dir)
+							}
+						}
+					case *ast.Ident:
+						for _, i := range ctors[fn.Name] {
+							if i < len(n.Args) {
+								if s, ok := str(n.Args[i]); ok {
+									add(s, dir)
+								}
+							}
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	return out, nil
+}
+
+// isCodeType reports whether e names the code type: Code (a package's alias of
+// liberr.Code) or liberr.Code.
+func isCodeType(e ast.Expr) bool {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name == "Code"
+	case *ast.SelectorExpr:
+		return isIdent(e.X, "liberr") && e.Sel.Name == "Code"
+	}
+	return false
+}
+
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
+}
+
+// "Make sure it would catch a code created via a package-local constructor": the
+// scan of a package that makes its codes only through constructors of its own, a
+// typed constant and a conversion finds each of them, and nothing else.
+func TestScanSeesLocalConstructors(t *testing.T) {
+	got, err := scanCodes(filepath.Join("testdata", "scan"), map[string]Code{"CodeCanceled": "canceled"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	want := []string{"by_conversion", "by_ctor", "by_ctor_second", "by_sentinel", "by_typed_const", "by_wrap", "canceled"}
+	var codes []string
+	for c, dirs := range got {
+		codes = append(codes, c)
+		if !dirs["fake"] || len(dirs) != 1 {
+			t.Errorf("code %q found in %v, want only fake", c, sortedSet(dirs))
+		}
+	}
+	sort.Strings(codes)
+	if !slices.Equal(codes, want) {
+		t.Errorf("scan found %v, want %v", codes, want)
+	}
 }
 
 // "A test that every code emitted anywhere is in the registry and documented": a

@@ -321,7 +321,7 @@ func (s *Server) inputRequired(ctx context.Context, name string, a engine.Approv
 // stateError is the JSON-RPC error of a refused requestState: invalid params, with
 // the typed error in data.
 func stateError(err error) error {
-	te := ToolError{Code: string(engine.CodeOf(err)), Message: err.Error()}
+	te := ToolError{Code: string(liberr.CodeOr(err, liberr.CodeToolFailed)), Message: err.Error()}
 	if e, ok := err.(*liberr.Error); ok {
 		te.Message = e.Message
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/internal/jsonexact"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // Every message a client sends, on either transport, is parsed exactly once here
@@ -321,7 +322,7 @@ func keyOf(id jsonrpc.ID) string {
 // protocol_frame, or storage_failed when the refusal could not be recorded).
 func (s *Server) refuse(ctx context.Context, raw []byte, r *rejection) []byte {
 	err := s.k.RejectFrame(ctx, s.pid, raw, r.reason)
-	code := engine.CodeOf(err)
+	code := string(liberr.CodeOr(err, liberr.CodeToolFailed))
 	te := ToolError{Code: code, Message: r.reason}
 	rpcCode := r.code
 	var e *engine.Error

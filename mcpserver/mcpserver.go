@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // Server is one process served over MCP. Create it with New and close it with Close.
@@ -238,7 +239,7 @@ func (s *Server) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return nil, stateError(err)
 	}
 	res, err := s.k.HandleFrame(ctx, s.pid, frame)
-	if a := asked(); a != nil && engine.CodeOf(err) == string(engine.CodeApprovalRequired) {
+	if a := asked(); a != nil && liberr.CodeOf(err) == engine.CodeApprovalRequired {
 		return s.inputRequired(ctx, req.Params.Name, *a)
 	}
 	var out *mcp.CallToolResult
@@ -309,7 +310,7 @@ type ToolError struct {
 // process) is a JSON-RPC internal error, and every other failure is a tool result with
 // isError and the typed code, which the model can read and act on.
 func (s *Server) failure(name string, err error) (*mcp.CallToolResult, error) {
-	code := engine.CodeOf(err)
+	code := string(liberr.CodeOr(err, liberr.CodeToolFailed))
 	msg := err.Error()
 	var te ToolError
 	var e *engine.Error

@@ -7,9 +7,9 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Code is a stable, machine-readable error code. Codes never change meaning; new ones
-// may be added.
-type Code string
+// Code is a stable, machine-readable error code (the module's one code type). Codes
+// never change meaning; new ones may be added.
+type Code = liberr.Code
 
 // Error codes returned by this package.
 const (
@@ -36,56 +36,32 @@ const (
 	CodeCanceled Code = Code(liberr.CodeCanceled)
 )
 
-// Error is the error type of this package. Match it with errors.Is against the
-// sentinels below (which compare by Code) or errors.As to read Code.
-type Error struct {
-	Code Code
-	Msg  string // human readable, without the "store: " prefix
-	Err  error  // underlying cause, if any
-}
+// Error is the error type of this package: the module's one error type (package
+// liberr), with Layer "store". errors.Is matches it against any error of the same
+// code (the sentinels below among them) and errors.As reads it. Its message carries
+// the cause's text, as the store's errors always have: an operator reading a store
+// error sees what the file system or Pebble said.
+type Error = liberr.Error
 
-func (e *Error) Error() string {
-	msg := e.Msg
-	if msg == "" {
-		msg = string(e.Code)
-	}
-	if e.Err != nil {
-		return "store: " + msg + ": " + e.Err.Error()
-	}
-	return "store: " + msg
-}
+// Layer is the Layer of this package's errors. Other layers read it to keep the
+// store's words (file paths, Pebble's messages) from reaching a guest.
+const Layer = "store"
 
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is reports whether target is a *Error with the same Code, so that
-// errors.Is(err, store.ErrNotFound) holds for every not-found error.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
+const layer = Layer
 
 // Sentinels for errors.Is.
 var (
-	ErrNotFound          = &Error{Code: CodeNotFound, Msg: "not found"}
-	ErrInUse             = &Error{Code: CodeInUse, Msg: "in use"}
-	ErrFormatUnsupported = &Error{Code: CodeFormatUnsupported, Msg: "format unsupported"}
-	ErrConflict          = &Error{Code: CodeConflict, Msg: "conflict"}
-	ErrIO                = &Error{Code: CodeIO, Msg: "i/o failure"}
-	ErrInvalid           = &Error{Code: CodeInvalid, Msg: "invalid argument"}
-	ErrClosed            = &Error{Code: CodeClosed, Msg: "closed"}
-	ErrCorrupt           = &Error{Code: CodeCorrupt, Msg: "corrupt"}
-	ErrLimitExceeded     = &Error{Code: CodeLimitExceeded, Msg: "limit exceeded"}
-	ErrCanceled          = &Error{Code: CodeCanceled, Msg: "canceled"}
+	ErrNotFound          = liberr.New(layer, CodeNotFound, "not found")
+	ErrInUse             = liberr.New(layer, CodeInUse, "in use")
+	ErrFormatUnsupported = liberr.New(layer, CodeFormatUnsupported, "format unsupported")
+	ErrConflict          = liberr.New(layer, CodeConflict, "conflict")
+	ErrIO                = liberr.New(layer, CodeIO, "i/o failure")
+	ErrInvalid           = liberr.New(layer, CodeInvalid, "invalid argument")
+	ErrClosed            = liberr.New(layer, CodeClosed, "closed")
+	ErrCorrupt           = liberr.New(layer, CodeCorrupt, "corrupt")
+	ErrLimitExceeded     = liberr.New(layer, CodeLimitExceeded, "limit exceeded")
+	ErrCanceled          = liberr.New(layer, CodeCanceled, "canceled")
 )
-
-// CodeOf returns the Code of err, or "" when err is not a store error.
-func CodeOf(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
 
 // CorruptAdvice is what a corrupt store's error tells the operator to do. The store
 // cannot repair itself: a file failed its checksum or does not decode, and what it held
@@ -96,12 +72,12 @@ const CorruptAdvice = "the store is corrupt: stop every program using it, keep t
 
 // IsCorrupt reports whether err says the store's files are damaged: a checksum failed,
 // a record does not decode, or Pebble found corruption (at open, in a read, or in a
-// background compaction). A hash chain that fails verification is a *VerifyError,
-// which matches ErrCorrupt but is a finding about a log, not a damaged store; IsCorrupt
-// does not report it.
+// background compaction). A hash chain that fails verification is a corrupt error
+// wrapping a *VerifyError: a finding about a log, not a damaged store; IsCorrupt does
+// not report it.
 func IsCorrupt(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Code == CodeCorrupt
+	var v *VerifyError
+	return liberr.CodeOf(err) == CodeCorrupt && !errors.As(err, &v)
 }
 
 // readErr classifies an error from Pebble: corruption (pebble.ErrCorruption, which
@@ -109,17 +85,27 @@ func IsCorrupt(err error) bool {
 // what to do; anything else is an io error.
 func readErr(err error, format string, args ...any) error {
 	if pebble.IsCorruptionError(err) {
-		return &Error{Code: CodeCorrupt, Msg: fmt.Sprintf(format, args...) + ": " + CorruptAdvice, Err: err}
+		return newError(CodeCorrupt, err, fmt.Sprintf(format, args...)+": "+CorruptAdvice)
 	}
 	return errorf(CodeIO, err, format, args...)
 }
 
 func errorf(code Code, cause error, format string, args ...any) error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: cause}
+	return newError(code, cause, fmt.Sprintf(format, args...))
 }
 
-// VerifyError reports the first event of a process whose place in the hash chain
-// is wrong: edited, removed, inserted or reordered. It matches ErrCorrupt.
+// newError is a store error of code with message msg and cause; the message ends
+// with the cause's text.
+func newError(code Code, cause error, msg string) *Error {
+	if cause != nil {
+		msg += ": " + cause.Error()
+	}
+	return liberr.Wrap(layer, code, cause, "%s", msg)
+}
+
+// VerifyError is the position of the first event of a process whose place in the
+// hash chain is wrong (edited, removed, inserted or reordered): the cause inside the
+// corrupt error that Verify returns. Read it with errors.As.
 type VerifyError struct {
 	PID    string
 	Seq    uint64
@@ -127,11 +113,12 @@ type VerifyError struct {
 }
 
 func (e *VerifyError) Error() string {
-	return fmt.Sprintf("store: event log of %s fails verification at seq %d: %s", e.PID, e.Seq, e.Reason)
+	return fmt.Sprintf("event log of %s fails verification at seq %d: %s", e.PID, e.Seq, e.Reason)
 }
 
-// Is makes a VerifyError match ErrCorrupt.
-func (e *VerifyError) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == CodeCorrupt
+// VerifyFailed returns the error of a log that fails verification at seq: code
+// corrupt (it matches ErrCorrupt), its position a *VerifyError in the chain.
+func VerifyFailed(pid string, seq uint64, reason string) *Error {
+	v := &VerifyError{PID: pid, Seq: seq, Reason: reason}
+	return liberr.Wrap(layer, CodeCorrupt, v, "%s", v.Error())
 }

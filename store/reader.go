@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -209,7 +210,8 @@ func seqOf(k []byte) uint64 {
 // Verify walks the whole event log of pid and checks that sequence numbers are
 // dense from 1, that each event's prev_hash is the previous event's hash, that each
 // hash matches the event's content, and that the chain ends at the recorded head.
-// The first violation is returned as a *VerifyError carrying its Seq.
+// The first violation is returned as a corrupt error wrapping a *VerifyError
+// that carries its Seq.
 func (r *reader) Verify(pid string) error {
 	if err := checkID("pid", pid); err != nil {
 		return err
@@ -221,9 +223,8 @@ func (r *reader) Verify(pid string) error {
 	defer release()
 	head, err := r.head(pid)
 	if err != nil {
-		var se *Error
-		if errors.As(err, &se) && se.Code == CodeCorrupt {
-			return &VerifyError{PID: pid, Seq: 0, Reason: "head record is malformed"}
+		if liberr.CodeOf(err) == CodeCorrupt {
+			return VerifyFailed(pid, 0, "head record is malformed")
 		}
 		return err
 	}
@@ -272,16 +273,16 @@ func (r *reader) Verify(pid string) error {
 		return err
 	}
 	if verr != nil {
-		return verr
+		return VerifyFailed(verr.PID, verr.Seq, verr.Reason)
 	}
 	last := want - 1
 	switch {
 	case head.Seq > last:
-		return &VerifyError{PID: pid, Seq: last + 1, Reason: fmt.Sprintf("event missing (head is at %d)", head.Seq)}
+		return VerifyFailed(pid, last+1, fmt.Sprintf("event missing (head is at %d)", head.Seq))
 	case head.Seq < last:
-		return &VerifyError{PID: pid, Seq: head.Seq + 1, Reason: fmt.Sprintf("event beyond the head (head is at %d)", head.Seq)}
+		return VerifyFailed(pid, head.Seq+1, fmt.Sprintf("event beyond the head (head is at %d)", head.Seq))
 	case !bytes.Equal(head.Hash, prev):
-		return &VerifyError{PID: pid, Seq: last, Reason: "hash differs from the recorded head"}
+		return VerifyFailed(pid, last, "hash differs from the recorded head")
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -230,7 +231,7 @@ func TestOwnershipScoping(t *testing.T) {
 		"checkpoint":  func() error { _, err := s.Checkpoint("pid_2", "ckpt_1"); return err },
 		"kv":          func() error { _, err := s.KVGet("pid_2", "user/a"); return err },
 	} {
-		if err := f(); CodeOf(err) != CodeNotFound {
+		if err := f(); liberr.CodeOf(err) != CodeNotFound {
 			t.Errorf("%s of another pid: %v, want not_found", name, err)
 		}
 	}

@@ -382,7 +382,7 @@ func (s *Store) prepare(ctx context.Context, fn func(tx *Tx) error, deferred boo
 		return nil, 0, errorf(CodeIO, f, "unusable after a failed write; reopen")
 	}
 	if c := s.corruption(); c != nil {
-		return nil, 0, &Error{Code: CodeCorrupt, Msg: "writes refused: " + CorruptAdvice, Err: c}
+		return nil, 0, newError(CodeCorrupt, c, "writes refused: "+CorruptAdvice)
 	}
 	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC(), quota: quota}
 	tx.reader = reader{r: tx.b, enter: tx.enterRead}
@@ -519,7 +519,7 @@ func (s *Store) corruption() error {
 // by a background compaction) as a corrupt error, or nil when none was found.
 func (s *Store) Corruption() error {
 	if c := s.corruption(); c != nil {
-		return &Error{Code: CodeCorrupt, Msg: CorruptAdvice, Err: c}
+		return newError(CodeCorrupt, c, CorruptAdvice)
 	}
 	return nil
 }

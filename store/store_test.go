@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -44,8 +45,8 @@ func wantCode(t testing.TB, err error, code Code) {
 	if err == nil {
 		t.Fatalf("want %s error, got nil", code)
 	}
-	if CodeOf(err) != code {
-		t.Fatalf("want %s error, got %v (code %q)", code, err, CodeOf(err))
+	if liberr.CodeOf(err) != code {
+		t.Fatalf("want %s error, got %v (code %q)", code, err, liberr.CodeOf(err))
 	}
 	if !errors.Is(err, &Error{Code: code}) {
 		t.Fatalf("errors.Is(%v, %s) = false", err, code)

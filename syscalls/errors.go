@@ -1,6 +1,11 @@
 package syscalls
 
-import "github.com/agentlibos/libos/liberr"
+import (
+	"errors"
+
+	"github.com/agentlibos/libos/liberr"
+	"github.com/agentlibos/libos/store"
+)
 
 // Codes are the stable machine codes a syscall can fail with. They reach the guest as
 // the code of the rejected Promise and the audit log as the reason of a denial.
@@ -112,6 +117,19 @@ var (
 // not UTF-8) with the same code and these same bytes, so the guest cannot even tell
 // which layer refused.
 const unknownSyscallMessage = "unknown syscall"
+
+// guestError returns the outermost *Error of err when its code and message may reach
+// the guest as they are: any but the store's. Every package's errors are one type, so
+// a provider that returns a store failure unchanged would otherwise show the guest
+// file paths and Pebble's words; such an error is the provider's failure instead, its
+// cause kept in the audit event.
+func guestError(err error) (*Error, bool) {
+	var se *Error
+	if !errors.As(err, &se) || se.Layer == store.Layer {
+		return nil, false
+	}
+	return se, true
+}
 
 func errorf(code liberr.Code, msg string, cause error) *Error {
 	return &Error{Code: code, Message: "syscalls: " + msg, Err: cause}

@@ -134,8 +134,8 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 	var staged *call
 	result, err := b.run(ctx, name, args, &ev, &staged)
 	if err != nil {
-		var se *Error
-		if !errors.As(err, &se) {
+		se, ok := guestError(err)
+		if !ok {
 			se = errorf(CodeProviderFailed, "provider failed", err)
 			err = se
 		}
@@ -265,8 +265,7 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 	*staged = cl
 	out, err := rt.provider.run(ctx, cl)
 	if err != nil {
-		var se *Error
-		if errors.As(err, &se) {
+		if _, ok := guestError(err); ok {
 			return nil, err
 		}
 		// The cause stays on the host (in the audit event): store paths and engine

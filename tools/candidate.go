@@ -3,7 +3,6 @@ package tools
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -321,8 +320,7 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 		return testCase{}, errorf(CodeInvalidTest, "a test is a JSON object {args, expected, syscalls}, got %s", jsonexact.KindOf(v))
 	}
 	if e := exactFields(obj, testFields, testRequired); e != nil {
-		var te *Error
-		errors.As(e, &te)
+		te, _ := own(e)
 		te.Code = CodeInvalidTest
 		return testCase{}, te
 	}

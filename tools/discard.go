@@ -23,11 +23,11 @@ const EventJITDiscarded = "jit_discarded"
 const CodeCandidateDiscarded Code = "candidate_discarded"
 
 // ErrCandidateDiscarded matches (errors.Is) the refusal of a discarded candidate.
-var ErrCandidateDiscarded = &Error{Code: CodeCandidateDiscarded}
+var ErrCandidateDiscarded = sentinel(CodeCandidateDiscarded)
 
 // discarded is the refusal of any lifecycle step on discarded candidate c.
 func discarded(c store.Candidate) *Error {
-	return &Error{Code: CodeCandidateDiscarded, CandidateID: c.ID,
+	return &Error{Layer: layer, Code: CodeCandidateDiscarded, Err: &CandidateRef{ID: c.ID},
 		Message: fmt.Sprintf("candidate %s (%s) was discarded by the operator: it cannot be validated or registered; propose a new candidate", c.ID, c.Name)}
 }
 
@@ -59,7 +59,7 @@ func (j *JIT) Discard(ctx context.Context, pid, id, by, reason string) error {
 		case StateDiscarded:
 			refusal = discarded(c)
 		case StateRegistered:
-			refusal = &Error{Code: CodeAlreadyRegistered, CandidateID: id,
+			refusal = &Error{Layer: layer, Code: CodeAlreadyRegistered, Err: &CandidateRef{ID: id},
 				Message: fmt.Sprintf("candidate %s is registered as %s: a registered candidate is not discarded; revoke its tool instead (libos revoke-tool %s %s)", id, c.Name, pid, c.Name)}
 		}
 		if refusal != nil {
@@ -77,8 +77,7 @@ func (j *JIT) Discard(ctx context.Context, pid, id, by, reason string) error {
 	if refusal != nil {
 		return refusal
 	}
-	var te *Error
-	if errors.As(err, &te) {
+	if te, ok := own(err); ok {
 		return te
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
 )
@@ -57,7 +58,7 @@ func TestEchoContract(t *testing.T) {
 	}
 	// "a top-level JSON object": anything else never reaches echo.
 	for _, args := range []string{`[1]`, `"s"`, `3`, `true`} {
-		if _, err := k.Runtime().Tools.Call(ctx, pid, "echo", json.RawMessage(args)); engine.CodeOf(err) != "protocol_frame" {
+		if _, err := k.Runtime().Tools.Call(ctx, pid, "echo", json.RawMessage(args)); liberr.CodeOf(err) != "protocol_frame" {
 			t.Fatalf("%s reached echo: %v", args, err)
 		}
 	}
@@ -68,11 +69,11 @@ func TestEchoLimits(t *testing.T) {
 	k, st, pid := echoKernel(t, engine.Limits{MaxArgumentBytes: 128, MaxResultBytes: 32})
 	ctx := context.Background()
 	_, err := k.HandleFrame(ctx, pid, []byte(`{"name":"echo","input":{"s":"`+strings.Repeat("a", 200)+`"}}`))
-	if engine.CodeOf(err) != "limit_exceeded" {
+	if liberr.CodeOf(err) != "limit_exceeded" {
 		t.Fatalf("oversized argument: %v", err)
 	}
 	_, err = k.HandleFrame(ctx, pid, []byte(`{"name":"echo","input":{"s":"`+strings.Repeat("a", 60)+`"}}`))
-	if engine.CodeOf(err) != "limit_exceeded" {
+	if liberr.CodeOf(err) != "limit_exceeded" {
 		t.Fatalf("oversized result: %v", err)
 	}
 	evs, _ := st.Events(pid, 0, 0)

@@ -5,9 +5,10 @@ import (
 	"github.com/agentlibos/libos/liberr"
 )
 
-// Code is the stable machine code of a tools error. The model sees it as the code of
-// a failed call, the audit log keeps it in the tool_failed event.
-type Code string
+// Code is the stable machine code of a tools error (the module's one code type). The
+// model sees it as the code of a failed call, the audit log keeps it in the
+// tool_failed event.
+type Code = liberr.Code
 
 // The codes of the JIT lifecycle and of JIT tool calls.
 const (
@@ -49,69 +50,73 @@ const (
 	CodeToolFailed Code = Code(liberr.CodeToolFailed)
 )
 
-// Error is the typed error of this package. A JIT tool call that fails in the sandbox
-// keeps the sandbox's code (js_error, not_json, limit_exceeded, …), or the code of
-// the syscall whose rejection the program did not catch (capability_denied, …).
-type Error struct {
-	Code    Code
-	Message string // without the "tools: " prefix
-	// CandidateID names the candidate involved, when there is one.
-	CandidateID string
+// Error is the typed error of this package: the module's one error type (package
+// liberr), with Layer "tools". A JIT tool call that fails in the sandbox keeps the
+// sandbox's code (js_error, not_json, limit_exceeded, …), or the code of the syscall
+// whose rejection the program did not catch (capability_denied, …). A lifecycle
+// refusal that names a candidate carries a *CandidateRef as its cause.
+type Error = liberr.Error
+
+// Layer is the Layer of this package's errors: liberr.AsLayer(err, tools.Layer)
+// finds a refusal of the JIT lifecycle in a chain.
+const Layer = "tools"
+
+const layer = Layer
+
+// CandidateRef is the cause inside a lifecycle refusal about one candidate: its ID
+// and, behind validation_failed, the validation evidence. Read it with errors.As.
+type CandidateRef struct {
+	ID string
 	// Report is the validation evidence behind CodeValidationFailed.
 	Report *Report
 	Err    error
 }
 
-func (e *Error) Error() string {
-	if e.Message == "" {
-		return "tools: " + string(e.Code)
+func (c *CandidateRef) Error() string {
+	if c.Err != nil {
+		return c.Err.Error()
 	}
-	return "tools: " + e.Message
+	return "candidate " + c.ID
 }
 
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.Err }
+// Unwrap returns the cause, if any.
+func (c *CandidateRef) Unwrap() error { return c.Err }
 
-// ErrorCode returns the stable machine code; the engine keeps it when a handler
-// returns the error.
-func (e *Error) ErrorCode() string { return string(e.Code) }
-
-// Is matches another *Error with the same code, so errors.Is(err, tools.ErrNotFound)
-// works.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
+// own returns the outermost error of this package in err's chain: a refusal made
+// here, as opposed to a failure of the store or the kernel passed along.
+func own(err error) (*Error, bool) { return liberr.AsLayer(err, layer) }
 
 // Sentinels for errors.Is; they compare by code only.
 var (
-	ErrInvalidRequest    = &Error{Code: CodeInvalidRequest}
-	ErrInvalidName       = &Error{Code: CodeInvalidName}
-	ErrReservedName      = &Error{Code: CodeReservedName}
-	ErrNameConflict      = &Error{Code: CodeNameConflict}
-	ErrLimitExceeded     = &Error{Code: CodeLimitExceeded}
-	ErrInvalidSchema     = &Error{Code: CodeInvalidSchema}
-	ErrInvalidTest       = &Error{Code: CodeInvalidTest}
-	ErrNotFound          = &Error{Code: CodeNotFound}
-	ErrAlreadySettled    = &Error{Code: CodeAlreadySettled}
-	ErrCandidateRejected = &Error{Code: CodeCandidateRejected}
-	ErrAlreadyRegistered = &Error{Code: CodeAlreadyRegistered}
-	ErrValidationFailed  = &Error{Code: CodeValidationFailed}
-	ErrStorage           = &Error{Code: CodeStorage}
-	ErrToolFailed        = &Error{Code: CodeToolFailed}
-	ErrCallNotFound      = &Error{Code: CodeCallNotFound}
-	ErrCallUnsettled     = &Error{Code: CodeCallUnsettled}
-	ErrNotJITTool        = &Error{Code: CodeNotJITTool}
-	ErrJournalTruncated  = &Error{Code: CodeJournalTruncated}
-	ErrExportForbidden   = &Error{Code: CodeExportForbidden}
-	ErrNotReplayable     = &Error{Code: CodeNotReplayable}
-	ErrJournalCorrupt    = &Error{Code: CodeJournalCorrupt}
+	ErrInvalidRequest    = sentinel(CodeInvalidRequest)
+	ErrInvalidName       = sentinel(CodeInvalidName)
+	ErrReservedName      = sentinel(CodeReservedName)
+	ErrNameConflict      = sentinel(CodeNameConflict)
+	ErrLimitExceeded     = sentinel(CodeLimitExceeded)
+	ErrInvalidSchema     = sentinel(CodeInvalidSchema)
+	ErrInvalidTest       = sentinel(CodeInvalidTest)
+	ErrNotFound          = sentinel(CodeNotFound)
+	ErrAlreadySettled    = sentinel(CodeAlreadySettled)
+	ErrCandidateRejected = sentinel(CodeCandidateRejected)
+	ErrAlreadyRegistered = sentinel(CodeAlreadyRegistered)
+	ErrValidationFailed  = sentinel(CodeValidationFailed)
+	ErrStorage           = sentinel(CodeStorage)
+	ErrToolFailed        = sentinel(CodeToolFailed)
+	ErrCallNotFound      = sentinel(CodeCallNotFound)
+	ErrCallUnsettled     = sentinel(CodeCallUnsettled)
+	ErrNotJITTool        = sentinel(CodeNotJITTool)
+	ErrJournalTruncated  = sentinel(CodeJournalTruncated)
+	ErrExportForbidden   = sentinel(CodeExportForbidden)
+	ErrNotReplayable     = sentinel(CodeNotReplayable)
+	ErrJournalCorrupt    = sentinel(CodeJournalCorrupt)
 )
 
+func sentinel(code Code) *Error { return &Error{Layer: layer, Code: code} }
+
 func errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	return &Error{Layer: layer, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 func storageErr(what string, err error) *Error {
-	return &Error{Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
+	return &Error{Layer: layer, Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
 }

@@ -277,7 +277,7 @@ func testCount(tests json.RawMessage) int {
 func (j *JIT) candidate(r interface {
 	Candidate(pid, id string) (store.Candidate, error)
 }, pid, id string) (store.Candidate, error) {
-	notFound := &Error{Code: CodeNotFound, CandidateID: id, Message: fmt.Sprintf("no candidate %q in this process", liberr.Clip(id, 80))}
+	notFound := &Error{Layer: layer, Code: CodeNotFound, Err: &CandidateRef{ID: id}, Message: fmt.Sprintf("no candidate %q in this process", liberr.Clip(id, 80))}
 	if !strings.HasPrefix(id, "tcand_") || len(id) != len("tcand_")+32 {
 		return store.Candidate{}, notFound
 	}
@@ -329,7 +329,7 @@ func (j *JIT) validate(ctx context.Context, call *engine.Call) (json.RawMessage,
 		return nil, discarded(c)
 	}
 	if c.State != StateProposed {
-		return nil, &Error{Code: CodeAlreadySettled, CandidateID: id,
+		return nil, &Error{Layer: layer, Code: CodeAlreadySettled, Err: &CandidateRef{ID: id},
 			Message: settled(c) + "; validation is not re-run: propose a corrected candidate instead"}
 	}
 	rep, err := j.validateAndRecord(ctx, call.PID, c, false)
@@ -350,7 +350,7 @@ func (j *JIT) validateAndRecord(ctx context.Context, pid string, c store.Candida
 	})
 	if err := ctx.Err(); err != nil {
 		// A cancelled validation is no verdict on the candidate: record nothing.
-		return Report{}, &Error{Code: CodeToolFailed, CandidateID: c.ID, Message: "validation was cancelled; the candidate stays proposed", Err: err}
+		return Report{}, &Error{Layer: layer, Code: CodeToolFailed, Message: "validation was cancelled; the candidate stays proposed", Err: &CandidateRef{ID: c.ID, Err: err}}
 	}
 	attempt, err := attemptOf(rep, started)
 	if err != nil {
@@ -389,7 +389,7 @@ func (j *JIT) validateAndRecord(ctx context.Context, pid string, c store.Candida
 			refusal = discarded(cur)
 			return refusal
 		default:
-			refusal = &Error{Code: CodeAlreadySettled, CandidateID: c.ID, Message: settled(cur) + "; validation is not re-run"}
+			refusal = &Error{Layer: layer, Code: CodeAlreadySettled, Err: &CandidateRef{ID: c.ID}, Message: settled(cur) + "; validation is not re-run"}
 			return refusal
 		}
 		cur.State = state
@@ -404,8 +404,7 @@ func (j *JIT) validateAndRecord(ctx context.Context, pid string, c store.Candida
 		return Report{}, refusal
 	}
 	if err != nil {
-		var te *Error
-		if errors.As(err, &te) {
+		if te, ok := own(err); ok {
 			return Report{}, te
 		}
 		return Report{}, storageErr("persist the validation", err)
@@ -453,9 +452,9 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 	}
 	switch c.State {
 	case StateRegistered:
-		return nil, &Error{Code: CodeAlreadyRegistered, CandidateID: id, Message: settled(c) + "; a candidate is registered once"}
+		return nil, &Error{Layer: layer, Code: CodeAlreadyRegistered, Err: &CandidateRef{ID: id}, Message: settled(c) + "; a candidate is registered once"}
 	case StateRejected:
-		return nil, &Error{Code: CodeCandidateRejected, CandidateID: id, Message: settled(c) + "; only an ok validation is eligible: propose a corrected candidate"}
+		return nil, &Error{Layer: layer, Code: CodeCandidateRejected, Err: &CandidateRef{ID: id}, Message: settled(c) + "; only an ok validation is eligible: propose a corrected candidate"}
 	case StateDiscarded:
 		return nil, discarded(c)
 	case StateProposed, StateValidated:
@@ -467,7 +466,7 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 	if why, err := j.nameTaken(call, c.Name); err != nil {
 		return nil, err
 	} else if why != "" {
-		return nil, &Error{Code: CodeNameConflict, CandidateID: id, Message: why + "; there is no replacement: stop, or propose a genuinely distinct contract under another name"}
+		return nil, &Error{Layer: layer, Code: CodeNameConflict, Err: &CandidateRef{ID: id}, Message: why + "; there is no replacement: stop, or propose a genuinely distinct contract under another name"}
 	}
 	if c.State == StateProposed {
 		rep, err := j.validateAndRecord(ctx, call.PID, c, true)
@@ -475,7 +474,7 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 			return nil, err
 		}
 		if !rep.OK {
-			return nil, &Error{Code: CodeValidationFailed, CandidateID: id, Report: &rep,
+			return nil, &Error{Layer: layer, Code: CodeValidationFailed, Err: &CandidateRef{ID: id, Report: &rep},
 				Message: fmt.Sprintf("candidate %s was validated first and failed (now rejected; the diagnostics are recorded): %s", id, summary(rep))}
 		}
 	}
@@ -494,11 +493,11 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 		if cur.State != StateValidated {
 			switch cur.State {
 			case StateRegistered:
-				refusal = &Error{Code: CodeAlreadyRegistered, CandidateID: id, Message: settled(cur)}
+				refusal = &Error{Layer: layer, Code: CodeAlreadyRegistered, Err: &CandidateRef{ID: id}, Message: settled(cur)}
 			case StateDiscarded:
 				refusal = discarded(cur)
 			default:
-				refusal = &Error{Code: CodeCandidateRejected, CandidateID: id, Message: settled(cur)}
+				refusal = &Error{Layer: layer, Code: CodeCandidateRejected, Err: &CandidateRef{ID: id}, Message: settled(cur)}
 			}
 			return refusal
 		}
@@ -517,10 +516,10 @@ func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage,
 		return nil, refusal
 	// The kernel's error is not wrapped: the pipeline would take its code for ours.
 	case errors.Is(err, engine.ErrToolConflict):
-		return nil, &Error{Code: CodeNameConflict, CandidateID: id,
+		return nil, &Error{Layer: layer, Code: CodeNameConflict, Err: &CandidateRef{ID: id},
 			Message: fmt.Sprintf("%q is already a tool or binding of this process; there is no replacement", c.Name)}
 	case err != nil:
-		return nil, &Error{Code: CodeStorage, CandidateID: id, Message: "register: " + err.Error()}
+		return nil, &Error{Layer: layer, Code: CodeStorage, Err: &CandidateRef{ID: id}, Message: "register: " + err.Error()}
 	}
 	return json.Marshal(struct {
 		ToolID string `json:"tool_id"`
@@ -553,7 +552,7 @@ func (j *JIT) tool(c store.Candidate, b store.Binding) (engine.Tool, error) {
 				break
 			}
 		}
-		return engine.Tool{}, &Error{Code: CodeToolFailed, CandidateID: c.ID, Message: liberr.Clip(msg, MaxMessageBytes)}
+		return engine.Tool{}, &Error{Layer: layer, Code: CodeToolFailed, Err: &CandidateRef{ID: c.ID}, Message: liberr.Clip(msg, MaxMessageBytes)}
 	}
 	return engine.Tool{
 		Name:         c.Name,
@@ -607,7 +606,7 @@ func (j *JIT) handler(program string) engine.Handler {
 			if errors.As(err, &se) {
 				code = Code(se.Code)
 			}
-			return nil, &Error{Code: code, Message: call.Tool + ": " + strings.TrimPrefix(err.Error(), "syscalls: "), Err: err}
+			return nil, &Error{Layer: layer, Code: code, Message: call.Tool + ": " + strings.TrimPrefix(err.Error(), "syscalls: "), Err: err}
 		}
 		return res.Value, nil
 	}
@@ -659,14 +658,14 @@ func (w *watch) Syscall(ctx context.Context, name string, args json.RawMessage) 
 func runError(tool string, err error, denied *syscalls.Error) error {
 	var we *wasm.Error
 	if !errors.As(err, &we) {
-		return &Error{Code: CodeToolFailed, Message: tool + ": " + err.Error(), Err: err}
+		return &Error{Layer: layer, Code: CodeToolFailed, Message: tool + ": " + err.Error(), Err: err}
 	}
 	if we.Code == wasm.CodeJSError && we.Refusal != "" {
 		what := we.Message
 		if denied != nil && string(denied.Code) == we.Refusal {
 			what = strings.TrimPrefix(denied.Message, "syscalls: ")
 		}
-		return &Error{Code: Code(we.Refusal), Err: err,
+		return &Error{Layer: layer, Code: Code(we.Refusal), Err: err,
 			Message: fmt.Sprintf("%s: the program did not catch a refused syscall: %s", tool, liberr.Clip(what, MaxMessageBytes))}
 	}
 	msg := we.Message
@@ -676,7 +675,7 @@ func runError(tool string, err error, denied *syscalls.Error) error {
 	if we.Path != "" {
 		msg += " (at " + we.Path + ")"
 	}
-	return &Error{Code: Code(we.Code), Message: tool + ": " + liberr.Clip(msg, MaxMessageBytes), Err: err}
+	return &Error{Layer: layer, Code: Code(we.Code), Message: tool + ": " + liberr.Clip(msg, MaxMessageBytes), Err: err}
 }
 
 // LoadJIT rebuilds the process tool of committed binding b: the contract of its

@@ -174,8 +174,7 @@ func newReplayer(st *store.Store, sb *wasm.Engine, opts ReplayOptions) *replayer
 
 func notReplayable(c *storedCall, err error) ReplayResult {
 	r := ReplayResult{PID: c.pid, CallID: c.id, Tool: c.tool, Verdict: VerdictNotReplayable, Code: string(CodeNotReplayable), Reason: err.Error()}
-	var te *Error
-	if errors.As(err, &te) {
+	if te, ok := own(err); ok {
 		r.Code, r.Reason = string(te.Code), te.Message
 	}
 	return r
@@ -256,8 +255,7 @@ func (r *recorder) Syscall(ctx context.Context, name string, args json.RawMessag
 func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error) {
 	tape, js, err := c.tape(rp.st)
 	if err != nil {
-		var te *Error
-		if errors.As(err, &te) && te.Code == CodeStorage {
+		if te, ok := own(err); ok && te.Code == CodeStorage {
 			return ReplayResult{}, err
 		}
 		return notReplayable(c, err), nil

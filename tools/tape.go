@@ -205,7 +205,7 @@ func (c *storedCall) tape(st *store.Store) ([]syscalls.TapeEntry, []store.Journa
 	js, err := st.Journal(c.pid, c.id)
 	if err != nil {
 		if errors.Is(err, store.ErrCorrupt) {
-			return nil, nil, &Error{Code: CodeJournalCorrupt, Message: fmt.Sprintf("journal of call %s: %v", c.id, err), Err: err}
+			return nil, nil, &Error{Layer: layer, Code: CodeJournalCorrupt, Message: fmt.Sprintf("journal of call %s: %v", c.id, err), Err: err}
 		}
 		return nil, nil, storageErr("read the journal of "+c.id, err)
 	}

@@ -203,7 +203,7 @@ func runAgent(ctx context.Context, e *env, f agentFlags, prompt string) error {
 		}
 	}
 	if err != nil {
-		e.log.Error("agent: the run stopped", "code", agent.CodeOf(err), "err", err)
+		e.log.Error("agent: the run stopped", "code", string(liberr.CodeOf(err)), "err", err)
 		return failed()
 	}
 	return nil

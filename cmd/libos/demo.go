@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentlibos/libos/cmd/libos/internal/diag"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/tools"
 )
 
@@ -122,7 +123,7 @@ func (d *demo) call(pid, frame string) (*engine.Result, error) {
 		if errors.As(err, &ee) {
 			msg = ee.Message
 		}
-		d.say("libos  ← error %s: %s", engine.CodeOf(err), msg)
+		d.say("libos  ← error %s: %s", liberr.CodeOr(err, liberr.CodeToolFailed), msg)
 		return nil, err
 	}
 	d.say("libos  ← %s", res.Text)
@@ -141,7 +142,7 @@ func expectCode(want string, err error) error {
 	if err == nil {
 		return fmt.Errorf("expected error %s, got a result", want)
 	}
-	if got := engine.CodeOf(err); got != want {
+	if got := string(liberr.CodeOr(err, liberr.CodeToolFailed)); got != want {
 		return fmt.Errorf("expected error %s, got %s: %w", want, got, err)
 	}
 	return nil

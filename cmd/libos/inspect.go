@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/mcpserver"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
@@ -141,7 +142,7 @@ its typed code and message are printed on stderr.`,
 					if store.IsCorrupt(err) {
 						return corruptErr(err)
 					}
-					fmt.Fprintf(e.stderr, "libos call: %s: %v\n", engine.CodeOf(err), err)
+					fmt.Fprintf(e.stderr, "libos call: %s: %v\n", liberr.CodeOr(err, liberr.CodeToolFailed), err)
 					var ee *engine.Error
 					if errors.As(err, &ee) {
 						for _, d := range ee.Details {
@@ -646,19 +647,19 @@ func (e *env) checkAnchor(ctx context.Context, pid string, last store.Event, a h
 		return nil
 	}
 	if last.Seq < a.seq {
-		return &store.VerifyError{PID: pid, Seq: last.Seq + 1, Reason: fmt.Sprintf(
-			"the log ends at %d, before the expected head %d: events %d to %d were removed (the store was cut back or rolled back)", last.Seq, a.seq, last.Seq+1, a.seq)}
+		return store.VerifyFailed(pid, last.Seq+1, fmt.Sprintf(
+			"the log ends at %d, before the expected head %d: events %d to %d were removed (the store was cut back or rolled back)", last.Seq, a.seq, last.Seq+1, a.seq))
 	}
 	var evs []store.Event
 	if err := e.op(ctx, opRequest{Op: "events", PID: pid, After: a.seq - 1}, &evs); err != nil {
 		return err
 	}
 	if len(evs) == 0 || evs[0].Seq != a.seq {
-		return &store.VerifyError{PID: pid, Seq: a.seq, Reason: "the expected head's event is missing"}
+		return store.VerifyFailed(pid, a.seq, "the expected head's event is missing")
 	}
 	if !bytes.Equal(evs[0].Hash, a.hash) {
-		return &store.VerifyError{PID: pid, Seq: a.seq, Reason: fmt.Sprintf(
-			"hash %s differs from the expected head's %s: this is another log", hex.EncodeToString(evs[0].Hash), hex.EncodeToString(a.hash))}
+		return store.VerifyFailed(pid, a.seq, fmt.Sprintf(
+			"hash %s differs from the expected head's %s: this is another log", hex.EncodeToString(evs[0].Hash), hex.EncodeToString(a.hash)))
 	}
 	return nil
 }

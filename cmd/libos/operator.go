@@ -21,6 +21,7 @@ import (
 	los "github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -129,7 +130,7 @@ func serveOperator(ctx context.Context, e *env, sys *los.System, dir string) (st
 		}
 		out, err := operate(req.Context(), sys, r)
 		if err != nil {
-			oe := opError{Code: engine.CodeOf(err), Message: err.Error()}
+			oe := opError{Code: string(liberr.CodeOr(err, liberr.CodeToolFailed)), Message: err.Error()}
 			var ee *engine.Error
 			if errors.As(err, &ee) {
 				oe.Details = ee.Details
@@ -226,10 +227,10 @@ func (e *env) op(ctx context.Context, r opRequest, out any) error {
 				return corruptErr(err)
 			}
 			code := exitFailed
-			if engine.CodeOf(err) == string(engine.CodeUnknownProcess) {
+			if liberr.CodeOf(err) == engine.CodeUnknownProcess {
 				code = exitUsage
 			}
-			return &exitError{code: code, err: fmt.Errorf("%s (%s)", describe(err), engine.CodeOf(err))}
+			return &exitError{code: code, err: fmt.Errorf("%s (%s)", describe(err), liberr.CodeOr(err, liberr.CodeToolFailed))}
 		}
 		if out != nil {
 			b, _ := json.Marshal(res)

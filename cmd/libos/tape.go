@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentlibos/libos/internal/jsonexact"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
 )
@@ -40,8 +41,7 @@ func openStore(e *env, dir string) (*store.Store, error) {
 
 // refused reports an export or replay refusal: exit 1, the code naming the reason.
 func refused(err error) error {
-	var te *tools.Error
-	if errors.As(err, &te) && te.Code != tools.CodeStorage {
+	if te, ok := liberr.AsLayer(err, tools.Layer); ok && te.Code != tools.CodeStorage {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%s: %s", te.Code, te.Message)}
 	}
 	return usageErr("%v", err)

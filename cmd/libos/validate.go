@@ -19,6 +19,7 @@ import (
 
 	los "github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/tools"
 )
 
@@ -648,11 +649,11 @@ func storeValidator(e *env, sys *system) validator {
 			if errors.As(err, &ee) {
 				msg = ee.Message
 			}
-			return los.Report{Errors: []los.Diagnostic{{Code: engine.CodeOf(err), Message: msg}}}
+			return los.Report{Errors: []los.Diagnostic{{Code: string(liberr.CodeOr(err, liberr.CodeToolFailed)), Message: msg}}}
 		}
 		res, err := sys.k.Runtime().Tools.Call(ctx, pid, "propose_jit_tool", raw)
 		if err != nil {
-			if engine.CodeOf(err) == string(engine.CodeStorage) {
+			if liberr.CodeOf(err) == engine.CodeStorage {
 				return los.Report{}, pid, "", usageErr("--store: %v", err)
 			}
 			return reject(err), pid, "", nil
@@ -666,7 +667,7 @@ func storeValidator(e *env, sys *system) validator {
 		args, _ := json.Marshal(proposed)
 		res, err = sys.k.Runtime().Tools.Call(ctx, pid, "validate_jit_tool", args)
 		if err != nil {
-			if engine.CodeOf(err) == string(engine.CodeStorage) {
+			if liberr.CodeOf(err) == engine.CodeStorage {
 				return los.Report{}, pid, proposed.CandidateID, usageErr("--store: %v", err)
 			}
 			return reject(err), pid, proposed.CandidateID, nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -290,7 +291,7 @@ func sendVia(ctx context.Context, k *engine.Kernel, pid, fn string, args json.Ra
 	}
 	c.Dispatched = dispatched
 	if callErr != nil {
-		f := &Failure{Code: engine.CodeOf(callErr), Message: callErr.Error()}
+		f := &Failure{Code: string(liberr.CodeOr(callErr, liberr.CodeToolFailed)), Message: callErr.Error()}
 		var e *engine.Error
 		if errors.As(callErr, &e) {
 			f.Message, f.Details = e.Message, e.Details
