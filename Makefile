@@ -6,7 +6,7 @@ BUILD    := build
 GUEST    := wasm/libos_guest.wasm
 GOFLAGS_TEST ?=
 
-.PHONY: all build guest guest-verify test bench bench-compare check run clean toolchain quickjs native dist soak fuzz conformance
+.PHONY: all build guest guest-verify test bench bench-compare check run clean toolchain quickjs native dist soak fuzz conformance mcp-clients
 
 all: build
 
@@ -90,6 +90,11 @@ check:
 	$(GO) mod tidy; \
 	if ! cmp -s go.mod $(BUILD)/go.mod.bak || ! cmp -s go.sum $(BUILD)/go.sum.bak; then \
 		echo "go mod tidy changed go.mod/go.sum; commit the tidy result"; exit 1; fi
+
+# The TypeScript MCP clients the tests drive (testdata/mcp-client), as locked; npm from
+# Debian on a bare machine. CI runs it before the tests so that they never skip.
+mcp-clients:
+	scripts/mcp-clients.sh
 
 # The MCP conformance suite (pinned, from npm, with a Node.js it accepts, into
 # build/conformance) against 'libos serve --http', for both requirement sets.

@@ -119,9 +119,13 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 			// A stateless call has no session to carry its cancellation: it is found
 			// by its id when notifications/cancelled arrives (outside any session),
 			// and the call's handler by the slot this header names.
+			// A client of that revision may also cancel by closing the request's
+			// stream (the TypeScript SDK's client does so over HTTP): the request's
+			// context ends, and the call is stopped as by notifications/cancelled.
 			tok, forget := s.track(m.id)
 			defer forget()
 			r.Header.Set(slotHeader, tok)
+			defer context.AfterFunc(r.Context(), func() { s.stopSlot(tok) })()
 		case m.method == "notifications/cancelled" && r.Header.Get("Mcp-Session-Id") == "":
 			s.cancelCall(m)
 		}
@@ -236,6 +240,16 @@ func (s *Server) callContext(ctx context.Context, req *mcp.CallToolRequest) (con
 		return ctx, func() {}
 	}
 	return slot.bind(ctx)
+}
+
+// stopSlot stops the stateless call in flight whose slot is tok, if any.
+func (s *Server) stopSlot(tok string) {
+	s.callMu.Lock()
+	slot := s.slots[tok]
+	s.callMu.Unlock()
+	if slot != nil {
+		slot.stop()
+	}
 }
 
 // cancelCall stops the stateless calls in flight with the requestId that

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -16,12 +18,25 @@ import (
 
 	"github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/mcpserver"
+	"github.com/agentlibos/libos/store"
 )
 
 // served is a libOS process of the default image, with the given projection,
 // served over streamable HTTP.
 func served(t *testing.T, proj engine.Projection) (*libos.System, string, string) {
+	t.Helper()
+	img, err := libos.DefaultImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img.Projection = proj
+	return servedImage(t, img)
+}
+
+// servedImage is a libOS process of img served over streamable HTTP.
+func servedImage(t *testing.T, img *image.Image) (*libos.System, string, string) {
 	t.Helper()
 	ctx := context.Background()
 	sys, err := libos.Open(ctx, t.TempDir(), libos.Options{})
@@ -29,11 +44,6 @@ func served(t *testing.T, proj engine.Projection) (*libos.System, string, string
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sys.Close() })
-	img, err := libos.DefaultImage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	img.Projection = proj
 	pid, err := sys.SpawnImage(ctx, img)
 	if err != nil {
 		t.Fatal(err)
@@ -80,15 +90,32 @@ func author(t *testing.T, cs *mcp.ClientSession) {
 }
 
 // TestJITSessionGoClient: "The Go SDK client ... drive[s] a full JIT session on each
-// revision: register → list_changed received → call the new tool".
+// revision: register → list_changed received → call the new tool; an approval
+// answered through elicitation; a cancelled long call." One session per revision and
+// projection, of the image testdata/images/jit-session.yaml (echo needs an
+// approval): the decision is the durable approval record, decided by the client as
+// it names itself ("who decided: the MCP client, with its clientInfo"); the
+// cancelled call settles as canceled ("notifications/cancelled stops the running
+// call's guest ... and settles the call as cancelled in the audit log"), and the log
+// verifies.
 func TestJITSessionGoClient(t *testing.T) {
 	for _, version := range []string{"2026-07-28", "2025-11-25"} {
 		for _, proj := range []engine.Projection{engine.Direct, engine.Multiplexed} {
 			t.Run(version+"/"+string(proj), func(t *testing.T) {
-				_, _, url := served(t, proj)
+				img, err := image.LoadImage(os.DirFS("../testdata/images"), "jit-session.yaml")
+				if err != nil {
+					t.Fatal(err)
+				}
+				img.Projection = proj
+				sys, pid, url := servedImage(t, img)
 				var changed atomic.Int32
+				var asked atomic.Int32
 				c := mcp.NewClient(&mcp.Implementation{Name: "session-test", Version: "1"}, &mcp.ClientOptions{
 					ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed.Add(1) },
+					ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+						asked.Add(1)
+						return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true, "reason": "checked in the Go client"}}, nil
+					},
 				})
 				ctx := context.Background()
 				cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -96,6 +123,15 @@ func TestJITSessionGoClient(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer cs.Close()
+				// A JIT tool is called by its name (direct) or through run_jit_tool.
+				jit := func(name string, args map[string]any) *mcp.CallToolParams {
+					if proj == engine.Multiplexed {
+						return &mcp.CallToolParams{Name: "run_jit_tool", Arguments: map[string]any{"tool_name": name, "arguments": args}}
+					}
+					return &mcp.CallToolParams{Name: name, Arguments: args}
+				}
+
+				// Register, list_changed, call.
 				author(t, cs)
 				for i := 0; i < 400 && changed.Load() == 0; i++ {
 					time.Sleep(25 * time.Millisecond)
@@ -103,19 +139,101 @@ func TestJITSessionGoClient(t *testing.T) {
 				if changed.Load() == 0 {
 					t.Fatal("no notifications/tools/list_changed after the registration")
 				}
-				name, args := "clock_now", any(map[string]any{"timezone": "UTC"})
-				if proj == engine.Multiplexed {
-					name, args = "run_jit_tool", map[string]any{"tool_name": "clock_now", "arguments": map[string]any{"timezone": "UTC"}}
-				}
-				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+				res, err := cs.CallTool(ctx, jit("clock_now", map[string]any{"timezone": "UTC"}))
 				if err != nil || res.IsError {
 					t.Fatalf("calling the new tool: %+v, %v", res, err)
 				}
 				if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), `"timezone":"UTC"`) {
 					t.Fatalf("the new tool returned %s", b)
 				}
+
+				// An approval, answered through the client's elicitation.
+				res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"x": 1}})
+				if err != nil || res.IsError {
+					t.Fatalf("the approved call: %+v, %v", res, err)
+				}
+				as, err := sys.Approvals(pid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if asked.Load() != 1 || len(as) != 1 || as[0].Subject != "echo" || as[0].State != engine.ApprovalUsed ||
+					as[0].DecidedBy != "mcp-client session-test 1" || as[0].Reason != "checked in the Go client" {
+					t.Fatalf("asked %d times; approvals = %+v", asked.Load(), as)
+				}
+
+				// A long call, cancelled by the client once it runs.
+				register(t, cs, spinner)
+				callCtx, cancel := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() {
+					_, err := cs.CallTool(callCtx, jit("spin", map[string]any{"n": 1 << 52}))
+					done <- err
+				}()
+				callID := waitCalled(t, sys, pid, "spin")
+				cancel()
+				if err := <-done; err == nil {
+					t.Fatal("the cancelled call returned a result")
+				}
+				if ev := waitSettled(t, sys, pid, callID); ev.Type != "tool_failed" || !strings.Contains(string(ev.Data), `"code":"canceled"`) {
+					t.Fatalf("the cancelled call settled as %s %s", ev.Type, ev.Data)
+				}
+				if err := sys.VerifyLog(pid); err != nil {
+					t.Fatalf("the log does not verify: %v", err)
+				}
 			})
 		}
+	}
+}
+
+// register proposes, validates and registers candidate through the client.
+func register(t *testing.T, cs *mcp.ClientSession, candidate map[string]any) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose_jit_tool", Arguments: candidate})
+	if err != nil || res.IsError {
+		t.Fatalf("propose: %+v, %v", res, err)
+	}
+	id := res.StructuredContent.(map[string]any)["candidate_id"]
+	for _, step := range []string{"validate_jit_tool", "register_jit_tool"} {
+		if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: step, Arguments: map[string]any{"candidate_id": id}}); err != nil || res.IsError {
+			t.Fatalf("%s: %+v, %v", step, res, err)
+		}
+	}
+}
+
+// waitCalled waits for the log of pid to show a call of tool running, and returns
+// its call ID.
+func waitCalled(t *testing.T, sys *libos.System, pid, tool string) string {
+	t.Helper()
+	for {
+		evs, err := sys.Events(pid, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Type == "tool_called" && strings.Contains(string(e.Data), `"tool":"`+tool+`"`) {
+				return e.CallID
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitSettled waits for the log of pid to settle call callID, and returns the event
+// that settled it.
+func waitSettled(t *testing.T, sys *libos.System, pid, callID string) store.Event {
+	t.Helper()
+	for {
+		evs, err := sys.Events(pid, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.CallID == callID && e.Type != "tool_called" && e.Type != "syscall" {
+				return e
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -274,9 +392,19 @@ func TestProgressAndCancellation(t *testing.T) {
 			if res, err = cs.CallTool(ctx, vp); err != nil || res.IsError {
 				t.Fatalf("validate: %+v, %v", res, err)
 			}
-			mu.Lock()
-			got := append([]float64(nil), steps...)
-			mu.Unlock()
+			// The server sends each notification before the result, but the client
+			// hands notifications to their handler apart from results: the last may
+			// reach the handler after CallTool returned.
+			var got []float64
+			for i := 0; i < 200; i++ {
+				mu.Lock()
+				got = append([]float64(nil), steps...)
+				mu.Unlock()
+				if len(got) >= 3 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			if len(got) != 3 || got[2] != 3 {
 				t.Fatalf("progress notifications = %v, want one per test (1, 2, 3)", got)
 			}
@@ -375,5 +503,47 @@ func TestToolAnnotations(t *testing.T) {
 	}
 	if a := by["fetch_status"].Annotations; a.OpenWorldHint == nil || !*a.OpenWorldHint {
 		t.Errorf("fetch_status reaches net.fetch but is not open-world: %+v", a)
+	}
+}
+
+// TestStatelessCallCancelledByClosingItsRequest: a 2026-07-28 client may cancel a
+// call by closing the HTTP request that carries it instead of sending
+// notifications/cancelled (the TypeScript SDK's client does): that too "stops the
+// running call's guest within its poll interval and settles the call as cancelled in
+// the audit log".
+func TestStatelessCallCancelledByClosingItsRequest(t *testing.T) {
+	sys, pid, url := served(t, engine.Direct)
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "closer", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	register(t, cs, spinner)
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"spin","arguments":{"n":4503599627370496},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}}}`
+	reqCtx, closeRequest := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(reqCtx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "spin")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	callID := waitCalled(t, sys, pid, "spin")
+	closeRequest()
+	if err := <-done; err == nil {
+		t.Fatal("the closed request was answered")
+	}
+	if ev := waitSettled(t, sys, pid, callID); ev.Type != "tool_failed" || !strings.Contains(string(ev.Data), `"code":"canceled"`) {
+		t.Fatalf("the call whose request was closed settled as %s %s", ev.Type, ev.Data)
 	}
 }
