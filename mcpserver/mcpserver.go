@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -169,7 +170,7 @@ func (s *Server) sync(always bool) error {
 		if s.mirrored[d.Name] == string(raw) {
 			continue
 		}
-		s.srv.AddTool(&t, s.handler)
+		s.addTool(&t)
 		s.mirrored[d.Name] = string(raw)
 		changed = true
 	}
@@ -189,9 +190,65 @@ func (s *Server) sync(always bool) error {
 	}
 	if always && !changed && first != nil {
 		// Adding a tool again, unchanged, is how the SDK is told to announce a change.
-		s.srv.AddTool(first, s.handler)
+		s.addTool(first)
 	}
 	return nil
+}
+
+// addTool mirrors t into the SDK. The SDK refuses (panics on) a tool whose input
+// schema has x-mcp-header annotations it cannot carry (SEP-2243: a non-empty HTTP
+// token on a string, integer or boolean property, unique without regard to case).
+// propose_jit_tool refuses such schemas, but a candidate registered before that
+// check may hold one: it is mirrored without its annotations (listed and callable,
+// no Mcp-Param header bound), never allowed to stop the server.
+func (s *Server) addTool(t *mcp.Tool) {
+	add := func(t *mcp.Tool) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%v", r)
+			}
+		}()
+		s.srv.AddTool(t, s.handler)
+		return nil
+	}
+	err := add(t)
+	if err == nil {
+		return
+	}
+	raw, _ := t.InputSchema.(json.RawMessage)
+	stripped := *t
+	stripped.InputSchema = stripParamHeaders(raw)
+	s.log.Warn("mcp: a tool's x-mcp-header annotations are invalid; it is listed without them", "pid", s.pid, "tool", t.Name, "err", err)
+	if err := add(&stripped); err != nil {
+		s.log.Error("mcp: a tool cannot be listed", "pid", s.pid, "tool", t.Name, "err", err)
+	}
+}
+
+// stripParamHeaders is the schema raw without any x-mcp-header member of a
+// property (at any depth of properties), its numbers kept exactly.
+func stripParamHeaders(raw json.RawMessage) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	var walk func(schema map[string]any)
+	walk = func(schema map[string]any) {
+		props, _ := schema["properties"].(map[string]any)
+		for _, p := range props {
+			if pm, ok := p.(map[string]any); ok {
+				delete(pm, "x-mcp-header")
+				walk(pm)
+			}
+		}
+	}
+	walk(doc)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return out
 }
 
 // intercept takes every tools/call before the SDK's name lookup, so the engine's

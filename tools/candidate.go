@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -220,6 +222,9 @@ func checkProposal(c Candidate, lim Limits) (*proposal, *Error) {
 	if tp, _ := p.inDoc.(map[string]any)["type"].(string); tp != "object" {
 		return nil, errorf(CodeInvalidSchema, `input_schema: the root must declare "type":"object" (tool arguments are always a JSON object)`)
 	}
+	if msg := paramHeaderProblem(p.inDoc.(map[string]any), "", map[string]bool{}); msg != "" {
+		return nil, errorf(CodeInvalidSchema, "input_schema: %s", msg)
+	}
 	if p.out, p.outDoc, err = compileSchema("output_schema", c.OutputSchema, lim); err != nil {
 		return nil, err
 	}
@@ -359,4 +364,42 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 	}
 	tc.tape = tape
 	return tc, nil
+}
+
+// paramHeaderProblem checks the x-mcp-header annotations of an input schema's
+// properties, at any depth of properties: MCP over HTTP mirrors such an argument
+// into the header Mcp-Param-<value> (SEP-2243), so the value must be a non-empty
+// HTTP token (RFC 9110 tchar), on a property of type string, integer or boolean,
+// and unique without regard to case. It returns the first problem, or "".
+func paramHeaderProblem(schema map[string]any, at string, seen map[string]bool) string {
+	props, _ := schema["properties"].(map[string]any)
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		prop, ok := props[name].(map[string]any)
+		if !ok {
+			continue
+		}
+		path := at + name
+		if h, has := prop["x-mcp-header"]; has {
+			hs, _ := h.(string)
+			switch tp, _ := prop["type"].(string); {
+			case tp != "string" && tp != "integer" && tp != "boolean":
+				return fmt.Sprintf("property %q: x-mcp-header needs \"type\" string, integer or boolean", path)
+			case hs == "":
+				return fmt.Sprintf("property %q: x-mcp-header must be a non-empty string", path)
+			case strings.IndexFunc(hs, func(r rune) bool { return !isTChar(r) }) >= 0:
+				return fmt.Sprintf("property %q: x-mcp-header %q is not an HTTP token (letters, digits and !#$%%&'*+-.^_`|~ only)", path, liberr.Clip(hs, 80))
+			case seen[strings.ToLower(hs)]:
+				return fmt.Sprintf("property %q: x-mcp-header %q is used twice (header names ignore case)", path, liberr.Clip(hs, 80))
+			}
+			seen[strings.ToLower(hs)] = true
+		}
+		if msg := paramHeaderProblem(prop, path+".", seen); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+func isTChar(r rune) bool {
+	return r < 128 && (r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
 }

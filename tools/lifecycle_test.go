@@ -44,6 +44,14 @@ func TestProposeRefusals(t *testing.T) {
 		{"no local file $ref loading", withField(t, good, "input_schema", `{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}`), "invalid_schema"},
 		{"only 2020-12", withField(t, good, "input_schema", `{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`), "invalid_schema"},
 		{"the input schema's root accepts objects", withField(t, good, "input_schema", `{"type":"array"}`), "invalid_schema"},
+		// SEP-2243: an x-mcp-header value names the HTTP header Mcp-Param-<value> that
+		// carries the argument: a non-empty token on a primitive property, unique
+		// without regard to case.
+		{"x-mcp-header is an HTTP token (no non-ASCII)", withField(t, good, "input_schema", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"R\u00e9gion"}}}`), "invalid_schema"},
+		{"x-mcp-header is an HTTP token (no control character)", withField(t, good, "input_schema", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"Region\t1"}}}`), "invalid_schema"},
+		{"x-mcp-header is a non-empty string", withField(t, good, "input_schema", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":""}}}`), "invalid_schema"},
+		{"x-mcp-header is on a string, integer or boolean", withField(t, good, "input_schema", `{"type":"object","properties":{"a":{"type":"object","x-mcp-header":"A"}}}`), "invalid_schema"},
+		{"x-mcp-header is unique without regard to case, at any depth", withField(t, good, "input_schema", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"Region"},"b":{"type":"object","properties":{"c":{"type":"integer","x-mcp-header":"REGION"}}}}}`), "invalid_schema"},
 		{"a test is {args, expected, syscalls}: syscalls missing", withField(t, good, "tests", `[{"args":{},"expected":{}}]`), "invalid_test"},
 		{"a test is {args, expected, syscalls}: no other keys", withField(t, good, "tests", `[{"args":{},"expected":{},"syscalls":[],"note":1}]`), "invalid_test"},
 		{"args is an object", withField(t, good, "tests", `[{"args":[1],"expected":{},"syscalls":[]}]`), "invalid_test"},

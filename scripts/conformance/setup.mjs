@@ -100,6 +100,27 @@ const tools = [
       { args: { email: 'ada@example.org' }, expected: { reach: 'ada@example.org' }, syscalls: [] },
     ],
   },
+  {
+    // A parameter mirrored into an HTTP header (x-mcp-header, SEP-2243), so that an
+    // intermediary can route on it without reading the body; the server checks that
+    // the header and the argument agree.
+    name: 'route_hint',
+    description: 'Names the region a request is for; the region travels as the Mcp-Param-Region header too.',
+    source_code: 'export function run(args: { region: string }, libos: any) {\n  return { region: args.region };\n}\n',
+    input_schema: {
+      type: 'object',
+      properties: { region: { type: 'string', maxLength: 64, 'x-mcp-header': 'Region' } },
+      required: ['region'],
+      additionalProperties: false,
+    },
+    output_schema: {
+      type: 'object',
+      properties: { region: { type: 'string' } },
+      required: ['region'],
+      additionalProperties: false,
+    },
+    tests: [{ args: { region: 'eu-west' }, expected: { region: 'eu-west' }, syscalls: [] }],
+  },
   approved('test_input_required_result_elicitation'),
   approved('test_input_required_result_request_state'),
   approved('test_input_required_result_multi_round'),
