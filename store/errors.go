@@ -77,7 +77,8 @@ const CorruptAdvice = "the store is corrupt: stop every program using it, keep t
 // not report it.
 func IsCorrupt(err error) bool {
 	var v *VerifyError
-	return liberr.CodeOf(err) == CodeCorrupt && !errors.As(err, &v)
+	e, ok := liberr.AsLayer(err, layer)
+	return ok && e.Code == CodeCorrupt && !errors.As(e, &v)
 }
 
 // readErr classifies an error from Pebble: corruption (pebble.ErrCorruption, which

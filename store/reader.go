@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agentlibos/libos/liberr"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -223,7 +222,7 @@ func (r *reader) Verify(pid string) error {
 	defer release()
 	head, err := r.head(pid)
 	if err != nil {
-		if liberr.CodeOf(err) == CodeCorrupt {
+		if errors.Is(err, ErrCorrupt) {
 			return VerifyFailed(pid, 0, "head record is malformed")
 		}
 		return err
