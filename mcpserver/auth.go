@@ -9,14 +9,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -251,38 +254,78 @@ func NewToken(id string, scopes []string) (secret, line string, err error) {
 	return secret, line, nil
 }
 
-// AuthConfig configures NewAuthorizer. At least one of Tokens and OAuth is set.
+// AuthConfig configures NewAuthorizer. At least one of Tokens, TokenFile and OAuth
+// is set.
 type AuthConfig struct {
 	// Tokens are the static tokens (ParseTokenFile).
 	Tokens []Token
+	// TokenFile, when set, is the token file the static tokens come from, kept in
+	// step: the authorizer reads it at once (Tokens is then ignored), and again when
+	// a request comes at least TokenCheck after the last look and on ReloadTokens.
+	// When its content changed, the tokens it lists replace the old ones: a token
+	// removed from the file stops working, one added starts, without a restart. A
+	// file that became unreadable or invalid changes nothing (the tokens last read
+	// stay, and the log says why).
+	TokenFile string
+	// TokenCheck is how often the token file is looked at; zero is
+	// DefaultTokenCheck.
+	TokenCheck time.Duration
 	// OAuth, when set, accepts the JWT access tokens of one authorization server.
 	OAuth *OAuthConfig
 	// Logger receives every refusal (with its code, never the token); nil discards.
 	Logger *slog.Logger
 }
 
+// DefaultTokenCheck is how often, at most, an Authorizer looks at its token file for
+// changes: a revoked token works for at most this long after the file changed.
+const DefaultTokenCheck = time.Second
+
+// maxTokenFileBytes bounds a token file (a line is about 100 bytes).
+const maxTokenFileBytes = 4 << 20
+
 // Authorizer decides which HTTP requests reach a served process. Set it as
 // Options.Auth: Handler then refuses every request it does not admit, and
 // MetadataHandler serves the RFC 9728 metadata clients discover it by.
 type Authorizer struct {
-	tokens map[[sha256.Size]byte]*Token
+	tokens atomic.Pointer[map[[sha256.Size]byte]*Token]
 	oauth  *oauthVerifier
 	log    *slog.Logger
+
+	// The token file (AuthConfig.TokenFile) and what was last read from it.
+	file      string
+	every     time.Duration
+	nextCheck atomic.Int64 // unix nanoseconds: the next request after it looks again
+	reloadMu  sync.Mutex
+	fileSum   [sha256.Size]byte
+	lastErr   string // the last reload problem logged
 }
 
 // NewAuthorizer checks cfg and returns its Authorizer.
 func NewAuthorizer(cfg AuthConfig) (*Authorizer, error) {
-	a := &Authorizer{tokens: map[[sha256.Size]byte]*Token{}, log: cfg.Logger}
+	a := &Authorizer{log: cfg.Logger, file: cfg.TokenFile, every: cfg.TokenCheck}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	for i := range cfg.Tokens {
-		t := &cfg.Tokens[i]
-		if len(t.Scopes) == 0 {
-			return nil, liberr.New(layerName, codeInvalidConfig, "token %q has no scope", t.ID)
-		}
-		a.tokens[t.SHA256] = t
+	if a.every <= 0 {
+		a.every = DefaultTokenCheck
 	}
+	tokens := cfg.Tokens
+	if a.file != "" {
+		data, err := readTokenFile(a.file)
+		if err != nil {
+			return nil, err
+		}
+		if tokens, err = ParseTokenFile(data); err != nil {
+			return nil, err
+		}
+		a.fileSum = sha256.Sum256(data)
+		a.nextCheck.Store(time.Now().Add(a.every).UnixNano())
+	}
+	m, err := tokenMap(tokens)
+	if err != nil {
+		return nil, err
+	}
+	a.tokens.Store(&m)
 	if cfg.OAuth != nil {
 		v, err := newOAuthVerifier(*cfg.OAuth)
 		if err != nil {
@@ -290,10 +333,99 @@ func NewAuthorizer(cfg AuthConfig) (*Authorizer, error) {
 		}
 		a.oauth = v
 	}
-	if len(a.tokens) == 0 && a.oauth == nil {
+	if len(m) == 0 && a.oauth == nil {
 		return nil, liberr.New(layerName, codeInvalidConfig, "authorization needs static tokens or an OAuth issuer")
 	}
 	return a, nil
+}
+
+func tokenMap(tokens []Token) (map[[sha256.Size]byte]*Token, error) {
+	m := make(map[[sha256.Size]byte]*Token, len(tokens))
+	for i := range tokens {
+		t := &tokens[i]
+		if len(t.Scopes) == 0 {
+			return nil, liberr.New(layerName, codeInvalidConfig, "token %q has no scope", t.ID)
+		}
+		m[t.SHA256] = t
+	}
+	return m, nil
+}
+
+func readTokenFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, liberr.Wrap(layerName, codeInvalidConfig, err, "the token file cannot be read")
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
+	if err != nil {
+		return nil, liberr.Wrap(layerName, codeInvalidConfig, err, "the token file cannot be read")
+	}
+	if len(data) > maxTokenFileBytes {
+		return nil, liberr.New(layerName, codeInvalidConfig, "the token file is over %d bytes", maxTokenFileBytes)
+	}
+	return data, nil
+}
+
+// ReloadTokens reads the token file again (AuthConfig.TokenFile) and, when its
+// content changed, serves the tokens it lists from now on. On an error (the file is
+// unreadable or invalid) the tokens last read stay. Without a token file it does
+// nothing. 'libos serve' calls it on SIGHUP; requests call it every TokenCheck.
+func (a *Authorizer) ReloadTokens() error {
+	if a.file == "" {
+		return nil
+	}
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	a.nextCheck.Store(time.Now().Add(a.every).UnixNano())
+	data, err := readTokenFile(a.file)
+	if err == nil {
+		sum := sha256.Sum256(data)
+		if sum == a.fileSum {
+			return nil
+		}
+		var tokens []Token
+		var m map[[sha256.Size]byte]*Token
+		if tokens, err = ParseTokenFile(data); err == nil {
+			if m, err = tokenMap(tokens); err == nil {
+				old := *a.tokens.Load()
+				a.tokens.Store(&m)
+				a.fileSum, a.lastErr = sum, ""
+				var added, removed int
+				for h := range m {
+					if old[h] == nil {
+						added++
+					}
+				}
+				for h := range old {
+					if m[h] == nil {
+						removed++
+					}
+				}
+				a.log.Info("mcp: the token file changed; its tokens are served now", "file", a.file, "tokens", len(m), "added", added, "removed", removed)
+				return nil
+			}
+		}
+	}
+	if msg := err.Error(); msg != a.lastErr {
+		// Said once per problem, not on every look while it lasts.
+		a.lastErr = msg
+		a.log.Error("mcp: the token file was not reloaded; the tokens last read stay", "file", a.file, "err", err)
+	}
+	return err
+}
+
+// checkTokens reloads the token file when a request comes TokenCheck after the last
+// look; one request looks, the others go on with the tokens they find.
+func (a *Authorizer) checkTokens() {
+	if a.file == "" {
+		return
+	}
+	next := a.nextCheck.Load()
+	if time.Now().UnixNano() < next || !a.nextCheck.CompareAndSwap(next, time.Now().Add(a.every).UnixNano()) {
+		return
+	}
+	_ = a.ReloadTokens()
 }
 
 // bearer is the token of the request's Authorization header, "" when there is none.
@@ -317,8 +449,9 @@ func (a *Authorizer) Authenticate(r *http.Request) (*Principal, error) {
 		}
 		return nil, liberr.New(layerName, CodeAuthRequired, "this server needs a bearer token in the Authorization header")
 	}
+	a.checkTokens()
 	sum := sha256.Sum256([]byte(tok))
-	if t, ok := a.tokens[sum]; ok && subtle.ConstantTimeCompare(t.SHA256[:], sum[:]) == 1 {
+	if t, ok := (*a.tokens.Load())[sum]; ok && subtle.ConstantTimeCompare(t.SHA256[:], sum[:]) == 1 {
 		return &Principal{Method: "token", Subject: t.ID, Scopes: slices.Clone(t.Scopes)}, nil
 	}
 	if a.oauth != nil && strings.Count(tok, ".") == 2 {

@@ -13,6 +13,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -741,5 +743,76 @@ func BenchmarkAuthenticate(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestTokenFileReload: the server keeps to its token file while it runs ("revoked
+// tokens stop working, new ones start"): a changed file is read again on a request
+// after TokenCheck and at once on ReloadTokens; a file that became invalid or
+// unreadable changes nothing and is reported.
+func TestTokenFileReload(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	var aSecret, aLine, bSecret, bLine string
+	p := serveProtected(t, func(pid, _ string) AuthConfig {
+		var err error
+		if aSecret, aLine, err = NewToken("a", []string{ProcessScope(pid)}); err != nil {
+			t.Fatal(err)
+		}
+		if bSecret, bLine, err = NewToken("b", []string{ProcessScope(pid)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(aLine+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return AuthConfig{TokenFile: file, TokenCheck: time.Millisecond}
+	})
+	status := func(secret string) int { return post(t, p.url, "Bearer "+secret).status }
+	if a, b := status(aSecret), status(bSecret); a != http.StatusOK || b != http.StatusUnauthorized {
+		t.Fatalf("before the change: a %d, b %d; want 200, 401", a, b)
+	}
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// a is revoked and b issued by editing the file: the next request after
+	// TokenCheck finds the change (no restart, no signal).
+	write("# a revoked\n" + bLine + "\n")
+	for i := 0; i < 500 && status(aSecret) != http.StatusUnauthorized; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a, b := status(aSecret), status(bSecret); a != http.StatusUnauthorized || b != http.StatusOK {
+		t.Fatalf("after revoking a and adding b: a %d, b %d; want 401, 200", a, b)
+	}
+
+	// A file that became invalid, then one that is gone, changes nothing: the tokens
+	// last read stay, and the log says why.
+	write(bLine + "\nthis line is no token\n")
+	if err := p.s.auth.ReloadTokens(); !errors.Is(err, liberr.New("", codeInvalidConfig, "")) {
+		t.Fatalf("reloading an invalid file: %v, want invalid_config", err)
+	}
+	_ = os.Remove(file)
+	if err := p.s.auth.ReloadTokens(); !errors.Is(err, liberr.New("", codeInvalidConfig, "")) {
+		t.Fatalf("reloading a missing file: %v, want invalid_config", err)
+	}
+	if a, b := status(aSecret), status(bSecret); a != http.StatusUnauthorized || b != http.StatusOK {
+		t.Fatalf("after an invalid and a missing file: a %d, b %d; want 401, 200", a, b)
+	}
+	if !strings.Contains(p.logs.String(), "the token file was not reloaded") {
+		t.Fatalf("the failed reload is not in the log:\n%s", p.logs.String())
+	}
+
+	// ReloadTokens (what SIGHUP does in 'libos serve') applies a change at once.
+	write(aLine + "\n")
+	if err := p.s.auth.ReloadTokens(); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := status(aSecret), status(bSecret); a != http.StatusOK || b != http.StatusUnauthorized {
+		t.Fatalf("after ReloadTokens: a %d, b %d; want 200, 401", a, b)
+	}
+	if strings.Contains(p.logs.String(), aSecret) || strings.Contains(p.logs.String(), bSecret) {
+		t.Fatal("a token is in the log")
 	}
 }

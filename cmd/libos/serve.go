@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -62,7 +65,9 @@ Registering a JIT tool sends notifications/tools/list_changed.
 Over HTTP, serve binds 127.0.0.1 or another loopback address without authentication,
 like stdio. Any other address needs authentication and TLS, or --insecure:
   --auth-tokens FILE      bearer tokens, one a line: ID sha256:HEX SCOPE... (the hash,
-                          never the token; make one with 'libos token new')
+                          never the token; make one with 'libos token new'); read
+                          again when it changes (within a second) and on SIGHUP, so
+                          a line removed revokes its token without a restart
   --oauth-issuer URL      accept JWT access tokens of this OAuth authorization server
   --oauth-audience URI    the canonical URI of this server (https://host/mcp), which
                           tokens must name as their audience (RFC 8707)
@@ -298,6 +303,24 @@ func serveHTTP(ctx context.Context, e *env, sys *system, bridge *mcpserver.Serve
 	// The address line is the one stable line a script may wait for.
 	e.log.Info("serving MCP over streamable HTTP", "url", scheme+"://"+ln.Addr().String()+"/mcp", "auth", sec.describe())
 	fmt.Fprintf(e.stderr, "libos: listening on %s://%s/mcp\n", scheme, ln.Addr())
+	if sec.tokenFile != "" {
+		// SIGHUP reads the token file now (it is also read again by itself when it
+		// changes): a revoked token stops working, a new one starts.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-hup:
+					e.log.Info("SIGHUP: reading the token file again", "file", sec.tokenFile)
+					_ = sec.auth.ReloadTokens()
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	errc := make(chan error, 1)
 	go func() {
 		if sec.tls != nil {

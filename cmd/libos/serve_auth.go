@@ -34,6 +34,8 @@ type httpSec struct {
 	auth *mcpserver.Authorizer
 	tls  *tls.Config
 	what []string // for the log: which authentication
+	// tokenFile is the token file auth keeps to ("" without one).
+	tokenFile string
 }
 
 func (s *httpSec) describe() string {
@@ -74,6 +76,10 @@ func httpSecurity(e *env, f serveFlags) (*httpSec, error) {
 		if len(cfg.Tokens) == 0 {
 			return nil, usageErr("--auth-tokens %s: the file lists no token (add one with 'libos token new --file %s')", f.authTokens, f.authTokens)
 		}
+		// The authorizer keeps to the file: it reads it again when it changes, and
+		// on SIGHUP (serveHTTP).
+		cfg.TokenFile = f.authTokens
+		sec.tokenFile = f.authTokens
 		sec.what = append(sec.what, fmt.Sprintf("%d static tokens", len(cfg.Tokens)))
 	}
 	if f.oauthIssuer != "" {

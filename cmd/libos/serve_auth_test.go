@@ -311,3 +311,67 @@ func TestServeHTTPSAuthorized(t *testing.T) {
 		}
 	}
 }
+
+// TestServeReloadsTokenFile: 'libos serve --auth-tokens FILE' keeps to FILE while it
+// runs: after an edit and SIGHUP, the revoked token stops working and the new one
+// starts, and SIGHUP does not stop the server.
+func TestServeReloadsTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	newToken := func(id string) string {
+		r := libos(t, "", "token", "new", "--id", id, "--scope", "libos:process:*", "--file", tokens)
+		if r.code != 0 {
+			t.Fatalf("token new: %d %s", r.code, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	old := newToken("old")
+	url, cmd, stderr := startHTTP(t, "--data", filepath.Join(dir, "store"), "--auth-tokens", tokens)
+	status := func(token string) int {
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("serve stopped answering: %v\n%s", err, stderr.String())
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if st := status(old); st != http.StatusOK {
+		t.Fatalf("the token of the file at start: %d", st)
+	}
+	// Issue a new token (appended to the file), then revoke the old one.
+	fresh := newToken("new")
+	file, err := os.ReadFile(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, line := range strings.Split(string(file), "\n") {
+		if !strings.HasPrefix(line, "old ") {
+			kept = append(kept, line)
+		}
+	}
+	if err := os.WriteFile(tokens, []byte(strings.Join(kept, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 500 && status(old) != http.StatusUnauthorized; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if o, n := status(old), status(fresh); o != http.StatusUnauthorized || n != http.StatusOK {
+		t.Fatalf("after the edit and SIGHUP: old token %d, new token %d; want 401, 200\n%s", o, n, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "the token file changed") {
+		t.Fatalf("serve does not say it read the token file again:\n%s", stderr.String())
+	}
+	if strings.Contains(stderr.String(), old) || strings.Contains(stderr.String(), fresh) {
+		t.Fatal("a token is in serve's log")
+	}
+}
