@@ -262,87 +262,179 @@ func unknownTool(name string) *Error {
 	return &Error{Layer: layer, Code: CodeUnknownTool, Message: fmt.Sprintf("no tool named %q in this process's projection", name)}
 }
 
+// admitted is a call on its way through the stages before tool_called: each stage
+// reads it and may narrow it (lookup finds the entry, the input stage unwraps
+// run_jit_tool's envelope).
+type admitted struct {
+	req  *request
+	e    *entry
+	mux  bool            // the model called run_jit_tool in the multiplexed projection
+	args jsonexact.Value // the arguments the tool gets (the nested ones for run_jit_tool)
+}
+
+// stage is one step of the pipeline before tool_called. A refusal is returned as an
+// *Error and recorded by dispatch as call_rejected; nothing is open yet.
+type stage struct {
+	name string
+	run  func(k *Kernel, ctx context.Context, p *process, c *admitted) *Error
+}
+
+// admission is the pipeline up to tool_called, in DESIGN's order: projection/lookup
+// → argument size → input schema → visibility and Skill gates → approval. Budget and
+// tool_called follow in one batch (open), then the handler and the settlement.
+var admission = []stage{
+	{"lookup", (*Kernel).lookup},
+	{"argument_size", (*Kernel).checkArgumentSize},
+	{"input_schema", (*Kernel).checkInput},
+	{"gate", (*Kernel).gate},
+	{"approval", (*Kernel).approve},
+}
+
+// dispatch runs one normalised call through the pipeline: the admission stages, then
+// open (budget and tool_called, written as durability decides), the handler and
+// settle. Every path before open leaves a call_rejected event; every path after it
+// settles the call exactly once.
 func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result, error) {
-	// Projection and lookup.
+	c := &admitted{req: &req}
+	for _, s := range admission {
+		if err := s.run(k, ctx, p, c); err != nil {
+			return nil, k.rejectCall(ctx, p, &req, err)
+		}
+	}
+	call, err := k.open(ctx, p, c)
+	if err != nil {
+		return nil, err
+	}
+	// From here the call is open: every path settles it, whatever happens to ctx.
+	settleCtx := context.WithoutCancel(ctx)
+	out, herr := runHandler(ctx, c.e.Handler, call)
+	if herr != nil {
+		return nil, k.fail(settleCtx, p, call, herr)
+	}
+	return k.settle(settleCtx, p, call, c.e, out)
+}
+
+// lookup is projection and lookup: the process must be running, and the name must be
+// in its projection (a JIT name called directly in multiplexed mode reads exactly like
+// an unknown one; run_jit_tool is a name only there).
+func (k *Kernel) lookup(_ context.Context, p *process, c *admitted) *Error {
+	req := c.req
 	p.mu.RLock()
 	proj, state := p.projection, p.state
 	e := p.tools[req.name]
 	p.mu.RUnlock()
 	if state != StateRunning {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeProcessPaused, Message: fmt.Sprintf("process %s is %s: the operator must resume it", p.pid, state)})
+		return &Error{Layer: layer, Code: CodeProcessPaused, Message: fmt.Sprintf("process %s is %s: the operator must resume it", p.pid, state)}
 	}
-	mux := false
 	switch {
 	case req.name == RunJITTool && req.via == viaModel && proj == Multiplexed:
-		mux = true
+		c.mux = true
+		return nil
 	case req.name == RunJITTool && req.via == viaHost:
-		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeUnknownTool, Message: RunJITTool + " is not a process tool: it only routes model calls in the multiplexed projection and cannot be called through the host API"})
+		return &Error{Layer: layer, Code: CodeUnknownTool, Message: RunJITTool + " is not a process tool: it only routes model calls in the multiplexed projection and cannot be called through the host API"}
 	case e == nil:
-		return nil, k.rejectCall(ctx, p, &req, unknownTool(req.name))
+		return unknownTool(req.name)
 	case e.Kind == KindJIT && req.via == viaModel && proj == Multiplexed:
 		// Hidden: in multiplexed mode JIT tools are reached only through run_jit_tool,
 		// and the refusal reads exactly like an unknown name.
-		return nil, k.rejectCall(ctx, p, &req, unknownTool(req.name))
+		return unknownTool(req.name)
 	}
+	c.e = e
+	return nil
+}
 
-	// Argument size limit, on the raw arguments.
-	if req.argBytes > p.limits.MaxArgumentBytes {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeLimitExceeded,
-			Message: fmt.Sprintf("arguments of %s are %d bytes, more than the %d-byte argument limit", req.name, req.argBytes, p.limits.MaxArgumentBytes)})
+// checkArgumentSize applies the argument size limit to the raw arguments.
+func (k *Kernel) checkArgumentSize(_ context.Context, p *process, c *admitted) *Error {
+	if c.req.argBytes > p.limits.MaxArgumentBytes {
+		return &Error{Layer: layer, Code: CodeLimitExceeded,
+			Message: fmt.Sprintf("arguments of %s are %d bytes, more than the %d-byte argument limit", c.req.name, c.req.argBytes, p.limits.MaxArgumentBytes)}
 	}
+	return nil
+}
 
-	// Input schema validation, before anything runs.
-	args := req.args
-	if mux {
-		name, nested, details := muxEnvelope(&args)
+// checkInput validates the arguments against the tool's input schema, before anything
+// runs. For run_jit_tool it checks the envelope first and resolves the JIT tool it
+// names, whose schema then checks the nested arguments.
+func (k *Kernel) checkInput(_ context.Context, p *process, c *admitted) *Error {
+	c.args = c.req.args
+	if c.mux {
+		name, nested, details := muxEnvelope(&c.args)
 		if details != nil {
-			return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeSchemaInvalid, Details: details,
-				Message: RunJITTool + ` arguments must be exactly {"tool_name": string, "arguments": object}: ` + liberr.DescribeDetails(details)})
+			return &Error{Layer: layer, Code: CodeSchemaInvalid, Details: details,
+				Message: RunJITTool + ` arguments must be exactly {"tool_name": string, "arguments": object}: ` + liberr.DescribeDetails(details)}
 		}
 		p.mu.RLock()
-		e = p.tools[name]
+		e := p.tools[name]
 		p.mu.RUnlock()
 		if e == nil || e.Kind != KindJIT {
-			return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeUnknownTool, Message: fmt.Sprintf("%s: no JIT tool named %q in this process", RunJITTool, name)})
+			return &Error{Layer: layer, Code: CodeUnknownTool, Message: fmt.Sprintf("%s: no JIT tool named %q in this process", RunJITTool, name)}
 		}
-		args = nested
+		c.e, c.args = e, nested
 	}
-	if details := validate(e.in, &args); details != nil {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeSchemaInvalid, Details: details,
-			Message: fmt.Sprintf("arguments of %s do not match its input schema: %s", e.Name, liberr.DescribeDetails(details))})
+	if details := validate(c.e.in, &c.args); details != nil {
+		return &Error{Layer: layer, Code: CodeSchemaInvalid, Details: details,
+			Message: fmt.Sprintf("arguments of %s do not match its input schema: %s", c.e.Name, liberr.DescribeDetails(details))}
 	}
+	return nil
+}
 
-	// Visibility gate, then the Skill gate: while Skills are active, a call from the
-	// model (or a tools.call its tools make) reaches only the base tools and the
-	// active Skills' allowed-tools.
+// gate is the visibility gate, then the Skill gate: while Skills are active, a call
+// from the model (or a tools.call its tools make) reaches only the base tools and the
+// active Skills' allowed-tools.
+func (k *Kernel) gate(_ context.Context, p *process, c *admitted) *Error {
 	p.mu.RLock()
 	allowed := p.allowed
-	gated := allowed != nil && !allowed[e.Name]
+	gated := allowed != nil && !allowed[c.e.Name]
 	skillOK, why := true, ""
-	if req.via == viaModel || req.depth > 0 {
-		skillOK, why = p.skillAllows(e)
+	if c.req.via == viaModel || c.req.depth > 0 {
+		skillOK, why = p.skillAllows(c.e)
 	}
 	p.mu.RUnlock()
 	if gated {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeNotAllowed, Message: fmt.Sprintf("%s is not among the tools allowed in this process now", e.Name)})
+		return &Error{Layer: layer, Code: CodeNotAllowed, Message: fmt.Sprintf("%s is not among the tools allowed in this process now", c.e.Name)}
 	}
 	if !skillOK {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeNotAllowed, Message: why})
+		return &Error{Layer: layer, Code: CodeNotAllowed, Message: why}
 	}
+	return nil
+}
 
-	// Approval: an operator-class tool (an image tool the policy names, or any JIT
-	// tool under approvals.jit_tools) waits for a decision bound to these exact
-	// arguments and this exact tool definition.
-	if p.img.Approvals.ToolApproval(e.Name, e.Kind == KindJIT) == syscalls.ApprovalOperator {
-		if _, aerr := k.awaitApproval(ctx, p, approvalSubject{kind: approvalTool, subject: e.Name, tool: e.Name, via: req.via, args: args.Canonical()}); aerr != nil {
-			return nil, k.rejectCall(ctx, p, &req, aerr)
-		}
+// approve makes an operator-class tool (an image tool the policy names, or any JIT
+// tool under approvals.jit_tools) wait for a decision bound to these exact arguments
+// and this exact tool definition.
+func (k *Kernel) approve(ctx context.Context, p *process, c *admitted) *Error {
+	if p.img.Approvals.ToolApproval(c.e.Name, c.e.Kind == KindJIT) != syscalls.ApprovalOperator {
+		return nil
 	}
+	if _, aerr := k.awaitApproval(ctx, p, approvalSubject{kind: approvalTool, subject: c.e.Name, tool: c.e.Name, via: c.req.via, args: c.args.Canonical()}); aerr != nil {
+		return aerr
+	}
+	return nil
+}
 
-	// Budget and tool_called, in one durable batch.
+// durability decides how the call's opening is written. tool_called is deferred: it
+// is applied (and visible) now but synced only with the settlement, which is what the
+// model is acknowledged with. The store's log survives a crash as a prefix, so
+// anything this call writes later (a syscall's effect, the settlement) cannot survive
+// without it, and a call whose settlement was lost is found open on rehydrate. A tool
+// that reaches outside the libOS (Annotations.OpenWorld) has its tool_called synced
+// before its handler runs, so that an effect the store cannot order is never without
+// its record.
+func (k *Kernel) durability(e *entry) func(ctx context.Context, fn func(tx *store.Tx) error) error {
+	if e.Annotations.OpenWorld {
+		return k.st.Update
+	}
+	return k.st.UpdateDeferred
+}
+
+// open charges the call to the process's budget and writes tool_called, in one batch
+// written as durability decides, and returns the Call the handler gets. Over budget
+// the call is rejected (call_rejected), and nothing is open.
+func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, error) {
+	req, e := c.req, c.e
 	call := &Call{
 		PID: p.pid, CallID: newID("call_"), Tool: e.Name, Kind: e.Kind, Action: req.name,
-		Args: args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
+		Args: c.args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
 		Sandbox: p.img.Limits.Sandbox, k: k, p: p,
 	}
 	called := map[string]any{"call_id": call.CallID, "tool": e.Name, "kind": e.Kind, "action": req.name, "via": req.via, "args": call.Args, "arg_bytes": req.argBytes}
@@ -359,19 +451,8 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	if err != nil {
 		return nil, fmt.Errorf("engine: encode tool_called: %w", err)
 	}
-	// tool_called is deferred: it is applied (and visible) now but synced only with
-	// the settlement, which is what the model is acknowledged with. The store's log
-	// survives a crash as a prefix, so anything this call writes later (a syscall's
-	// effect, the settlement) cannot survive without it, and a call whose settlement
-	// was lost is found open on rehydrate. A tool that reaches outside the libOS
-	// (Annotations.OpenWorld) has its tool_called synced before its handler runs, so
-	// that an effect the store cannot order is never without its record.
-	update := k.st.UpdateDeferred
-	if e.Annotations.OpenWorld {
-		update = k.st.Update
-	}
 	overBudget := false
-	err = update(ctx, func(tx *store.Tx) error {
+	err = k.durability(e)(ctx, func(tx *store.Tx) error {
 		if p.limits.MaxCalls > 0 {
 			if _, err := tx.Charge(p.pid, "tool_calls", 1, p.limits.MaxCalls); err != nil {
 				overBudget = errors.Is(err, store.ErrLimitExceeded)
@@ -382,41 +463,41 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 		return err
 	})
 	if overBudget {
-		return nil, k.rejectCall(ctx, p, &req, &Error{Layer: layer, Code: CodeBudgetExceeded, Message: fmt.Sprintf("the process has used its budget of %d tool calls", p.limits.MaxCalls)})
+		return nil, k.rejectCall(ctx, p, req, &Error{Layer: layer, Code: CodeBudgetExceeded, Message: fmt.Sprintf("the process has used its budget of %d tool calls", p.limits.MaxCalls)})
 	}
 	if err != nil {
 		return nil, &Error{Layer: layer, Code: storageCode(err), Message: "could not record tool_called: " + err.Error(), Err: err}
 	}
+	return call, nil
+}
 
-	// From here the call is open: every path settles it, whatever happens to ctx.
-	settleCtx := context.WithoutCancel(ctx)
-	out, herr := runHandler(ctx, e.Handler, call)
-	if herr != nil {
-		return nil, k.fail(settleCtx, p, call, herr)
-	}
+// settle checks the handler's result (size, exact JSON, output schema, normalised
+// size) and persists the ToolResult with tool_result, synced: what the model is
+// acknowledged with. Any failure settles the call as tool_failed instead.
+func (k *Kernel) settle(ctx context.Context, p *process, call *Call, e *entry, out json.RawMessage) (*Result, error) {
 	if len(out) > p.limits.MaxResultBytes {
-		return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeLimitExceeded,
+		return nil, k.fail(ctx, p, call, &Error{Layer: layer, Code: CodeLimitExceeded,
 			Message: fmt.Sprintf("result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(out), p.limits.MaxResultBytes)})
 	}
 	v, derr := jsonexact.Decode(out, p.limits.MaxDepth)
 	if derr != nil {
-		return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeOutputInvalid, Message: fmt.Sprintf("result of %s is not exact JSON: %v", e.Name, derr), Err: derr})
+		return nil, k.fail(ctx, p, call, &Error{Layer: layer, Code: CodeOutputInvalid, Message: fmt.Sprintf("result of %s is not exact JSON: %v", e.Name, derr), Err: derr})
 	}
 	if e.out != nil {
 		if details := validate(e.out, &v); details != nil {
-			return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeOutputInvalid, Details: details,
+			return nil, k.fail(ctx, p, call, &Error{Layer: layer, Code: CodeOutputInvalid, Details: details,
 				Message: fmt.Sprintf("result of %s does not match its output schema: %s", e.Name, liberr.DescribeDetails(details))})
 		}
 	}
 	canon := v.Canonical()
 	if len(canon) > p.limits.MaxResultBytes {
-		return nil, k.fail(settleCtx, p, call, &Error{Layer: layer, Code: CodeLimitExceeded,
+		return nil, k.fail(ctx, p, call, &Error{Layer: layer, Code: CodeLimitExceeded,
 			Message: fmt.Sprintf("normalised result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(canon), p.limits.MaxResultBytes)})
 	}
 	sum := sha256.Sum256(canon)
 	resultData, _ := json.Marshal(map[string]any{"call_id": call.CallID, "tool": e.Name, "result_bytes": len(canon), "result_sha256": hex.EncodeToString(sum[:])})
 	res := &Result{PID: p.pid, CallID: call.CallID, Tool: e.Name, Structured: canon, Text: string(canon)}
-	err = k.st.Update(settleCtx, func(tx *store.Tx) error {
+	err := k.st.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.PutToolResult(store.ToolResult{PID: p.pid, CallID: call.CallID, Tool: e.Name, Structured: canon, Text: res.Text}); err != nil {
 			return err
 		}
@@ -425,7 +506,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	})
 	if err != nil {
 		serr := &Error{Layer: layer, Code: storageCode(err), Message: "could not persist the result: " + err.Error(), Err: err}
-		return nil, k.fail(settleCtx, p, call, serr)
+		return nil, k.fail(ctx, p, call, serr)
 	}
 	return res, nil
 }

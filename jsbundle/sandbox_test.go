@@ -100,7 +100,7 @@ func TestSandboxParsesAcceptedCases(t *testing.T) {
 		}
 		n++
 		_, err := sandboxRun(t, e, prog, `{}`, nil)
-		var werr *wasm.Error
+		var werr *wasm.Fault
 		if errors.As(err, &werr) && (werr.Code == wasm.CodeSyntaxError || werr.Code == wasm.CodeRunMissing) {
 			t.Errorf("%s: the sandbox cannot load the output: %v\n%s", c.name, err, prog.Source)
 		}
@@ -147,7 +147,7 @@ func TestSandboxStopsWhatChecksCannotSee(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the sandbox ran code built from a string: value %s", res.Value)
 	}
-	var werr *wasm.Error
+	var werr *wasm.Fault
 	if !errors.As(err, &werr) || werr.Code != wasm.CodeJSError {
 		t.Fatalf("err = %v, want a js_error", err)
 	}

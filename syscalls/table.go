@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -298,4 +300,58 @@ func compactSchema(s string) json.RawMessage {
 		return json.RawMessage(s) // the table test fails on this
 	}
 	return b.Bytes()
+}
+
+// Signature is the route's one-line summary as the model reads it in an image's
+// instructions, made from the table so that it cannot drift: the name, the argument
+// fields (an optional one marked "?"), the result fields and the capability, e.g.
+//
+//	kv.list {"prefix"?, "limit"?, "cursor"?} -> {"keys", "next_cursor"} (kv:read)
+//
+// A result whose schema names no fields is "any JSON" when it accepts anything.
+func (r Route) Signature() string {
+	return fmt.Sprintf("%s %s -> %s (%s)", r.Name, fieldList(r.ArgsSchema, true), fieldList(r.ResultSchema, false), r.Capability)
+}
+
+// fieldList renders the top-level properties of an object schema in declaration
+// order; the table's schemas are written in the order a reader should meet them.
+func fieldList(schema json.RawMessage, markOptional bool) string {
+	if string(schema) == "true" {
+		return "any JSON"
+	}
+	var doc struct {
+		Properties json.RawMessage `json:"properties"`
+		Required   []string        `json:"required"`
+	}
+	if err := json.Unmarshal(schema, &doc); err != nil || len(doc.Properties) == 0 {
+		return "{}"
+	}
+	required := map[string]bool{}
+	for _, n := range doc.Required {
+		required[n] = true
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc.Properties))
+	var names []string
+	if _, err := dec.Token(); err != nil { // {
+		return "{}"
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "{}"
+		}
+		names = append(names, tok.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "{}"
+		}
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = strconv.Quote(n)
+		if markOptional && !required[n] {
+			parts[i] += "?"
+		}
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }

@@ -2,6 +2,7 @@ package syscalls
 
 import (
 	"encoding/json"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -80,26 +81,47 @@ func TestRoutesIsACopyOfTheTable(t *testing.T) {
 			t.Fatalf("%s: schemas are JSON", r.Name)
 		}
 	}
-	want := map[string]struct {
-		c Capability
-		e SideEffect
-	}{
-		"clock.now":  {CapClockNow, EffectRead},
-		"kv.get":     {CapKVRead, EffectRead},
-		"kv.list":    {CapKVRead, EffectRead},
-		"kv.put":     {CapKVWrite, EffectWrite},
-		"kv.delete":  {CapKVWrite, EffectWrite},
-		"tools.call": {CapToolsCall, EffectWrite},
-	}
-	for n, w := range want {
-		r, ok := byName[n]
-		if !ok || r.Capability != w.c || r.Effect != w.e {
-			t.Errorf("%s: got %+v, want capability %s, effect %s", n, r, w.c, w.e)
+	// The capability a route requires is named after it: "area:verb" for a route of
+	// its own (clock.now needs clock:now), "area:read" or "area:write" by its effect
+	// for an area of several routes (kv.get needs kv:read, kv.put kv:write). Derived
+	// from the table's own entries, not restated.
+	for _, r := range got {
+		area, verb, _ := strings.Cut(r.Name, ".")
+		own := Capability(area + ":" + verb)
+		byEffect := Capability(area + ":" + string(r.Effect))
+		if r.Capability != own && r.Capability != byEffect {
+			t.Errorf("%s requires %s; by its name it needs %s or, by its effect, %s", r.Name, r.Capability, own, byEffect)
 		}
 	}
 	got[0].Name = "changed"
 	if Routes()[0].Name == "changed" {
 		t.Fatalf("Routes() must return a copy")
+	}
+}
+
+// "each route declares a typed policy slot that images fill": a slot is a field of
+// the image's PolicySpec (the manifest field of the same name), and every slot is
+// read by some route, so no part of the image's policy governs nothing.
+func TestPolicySlotsAreImageFields(t *testing.T) {
+	fields := map[PolicySlot]bool{}
+	st := reflect.TypeOf(PolicySpec{})
+	for i := 0; i < st.NumField(); i++ {
+		name, _, _ := strings.Cut(st.Field(i).Tag.Get("json"), ",")
+		fields[PolicySlot(name)] = true
+	}
+	read := map[PolicySlot]bool{}
+	for _, r := range Routes() {
+		for _, s := range r.Policy {
+			if !fields[s] {
+				t.Errorf("%s reads policy slot %q, which is no field of PolicySpec", r.Name, s)
+			}
+			read[s] = true
+		}
+	}
+	for _, s := range []PolicySlot{SlotNet, SlotSecrets, SlotLabels, SlotDataFlow} {
+		if !fields[s] || !read[s] {
+			t.Errorf("slot %q: a PolicySpec field %v, read by a route %v", s, fields[s], read[s])
+		}
 	}
 }
 

@@ -652,11 +652,11 @@ func (w *watch) Syscall(ctx context.Context, name string, args json.RawMessage) 
 
 // runError turns a sandbox failure into the call's error. A js_error that is a refused
 // syscall the program let escape keeps the refusal's code (capability_denied, …): the
-// guest reports it by the error's identity (wasm.Error.Refusal), never by its text.
+// guest reports it by the error's identity (wasm.Fault.Refusal), never by its text.
 // denied is the last refusal the host made in the call; its message, without the
 // guest's "Error: " framing, is the one shown when its code is the one that escaped.
 func runError(tool string, err error, denied *syscalls.Error) error {
-	var we *wasm.Error
+	var we *wasm.Fault
 	if !errors.As(err, &we) {
 		return &Error{Layer: layer, Code: CodeToolFailed, Message: tool + ": " + err.Error(), Err: err}
 	}

@@ -444,7 +444,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 		return tr
 	}
 	if runErr != nil {
-		var we *wasm.Error
+		var we *wasm.Fault
 		if errors.As(runErr, &we) {
 			msg := we.Message
 			if we.Limit != "" {

@@ -64,10 +64,20 @@ const (
 // ErrClosed is returned (wrapped) by Run after Close.
 var ErrClosed = errors.New("wasm: engine closed")
 
-// Error is what Run returns for a failure of the guest program: a stable Code, a
-// human-readable Message, the JSON Path of the offending value for CodeNotJSON, the Limit
-// that was hit for CodeLimitExceeded, and the JavaScript Stack when the guest had one.
-type Error struct {
+// Error is what Run returns for a failure of the guest program: the module's one error
+// type (package liberr), with Layer "wasm", a stable Code, and a Message that names the
+// code, the limit and the path ("limit_exceeded (memory): …"). Its cause is the
+// *Fault, the sandbox's own account of the failure as data; read it with errors.As.
+type Error = liberr.Error
+
+// Layer is the Layer of this package's errors.
+const Layer = "wasm"
+
+// Fault is the sandbox's account of a failure of the guest program, the cause inside
+// its *Error: the Code, a human-readable Message, the JSON Path of the offending value
+// for CodeNotJSON, the Limit that was hit for CodeLimitExceeded, and the JavaScript
+// Stack when the guest had one.
+type Fault struct {
 	Code    string
 	Message string
 	Path    string
@@ -80,34 +90,46 @@ type Error struct {
 	Refusal string
 }
 
-func (e *Error) Error() string {
+// Error returns the code, the limit, the path and the message, as the *Error's message.
+func (f *Fault) Error() string {
 	var b strings.Builder
-	b.WriteString("wasm: ")
-	b.WriteString(e.Code)
-	if e.Limit != "" {
+	b.WriteString(f.Code)
+	if f.Limit != "" {
 		b.WriteString(" (")
-		b.WriteString(e.Limit)
+		b.WriteString(f.Limit)
 		b.WriteString(")")
 	}
-	if e.Path != "" {
+	if f.Path != "" {
 		b.WriteString(" at ")
-		b.WriteString(e.Path)
+		b.WriteString(f.Path)
 	}
-	if e.Message != "" {
+	if f.Message != "" {
 		b.WriteString(": ")
-		b.WriteString(e.Message)
+		b.WriteString(f.Message)
 	}
 	return b.String()
 }
 
-// Is reports whether target is an *Error with the same Code and, when target names one,
-// the same Limit, so that errors.Is(err, &wasm.Error{Code: wasm.CodeLimitExceeded}) works.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
+// Is reports whether target is a *Fault with the same Code and, when target names one,
+// the same Limit, so that errors.Is(err, &wasm.Fault{Code: wasm.CodeLimitExceeded,
+// Limit: wasm.LimitMemory}) tells one limit from another (errors.Is against an *Error
+// compares codes only).
+func (f *Fault) Is(target error) bool {
+	t, ok := target.(*Fault)
 	if !ok {
 		return false
 	}
-	return t.Code == e.Code && (t.Limit == "" || t.Limit == e.Limit)
+	return t.Code == f.Code && (t.Limit == "" || t.Limit == f.Limit)
+}
+
+// asError returns err as Run returns it: a *Fault becomes the *Error that wraps it;
+// any other error is unchanged.
+func asError(err error) error {
+	f, ok := err.(*Fault)
+	if !ok {
+		return err
+	}
+	return &Error{Layer: Layer, Code: liberr.Code(f.Code), Message: f.Error(), Err: f}
 }
 
 // maxErrorText bounds the message and stack of a guest error: a program can throw an

@@ -81,9 +81,9 @@ func mustRun(t *testing.T, e *Engine, program string, args string, sys Syscaller
 	return res
 }
 
-func wantError(t *testing.T, err error, code, limit string) *Error {
+func wantError(t *testing.T, err error, code, limit string) *Fault {
 	t.Helper()
-	var we *Error
+	var we *Fault
 	if !errors.As(err, &we) {
 		t.Fatalf("error = %v (%T), want *wasm.Error %s/%s", err, err, code, limit)
 	}

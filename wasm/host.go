@@ -49,7 +49,7 @@ type call struct {
 	parent context.Context
 	sys    Syscaller
 	// inexact is the refusal of a syscall result (stopInexact).
-	inexact *Error
+	inexact *Fault
 	lim     Limits
 
 	// deadline is when the call must stop, on the monotonic clock (since monoBase): the

@@ -33,7 +33,7 @@ func TestRefusalKnownByIdentity(t *testing.T) {
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			_, err := e.Run(hostCtx(t), tc.program, json.RawMessage(`{}`), deny, Options{Seed: 1})
-			var we *Error
+			var we *Fault
 			if !errors.As(err, &we) || we.Code != CodeJSError {
 				t.Fatalf("Run: %v, want a js_error", err)
 			}

@@ -43,7 +43,7 @@ const (
 )
 
 // Limits bound one call. A zero field means its default; a limit that is hit ends the call
-// with an *Error of code CodeLimitExceeded whose Limit names it.
+// with an *Error of code CodeLimitExceeded whose *Fault names it in Limit.
 type Limits struct {
 	// WallTime is the real time the call may take, syscalls included. Default 2 s.
 	WallTime time.Duration
@@ -175,13 +175,13 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 	}
 	res := &Result{}
 	if !json.Valid(args) || args[0] != '{' {
-		return res, nil, &Error{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"}
+		return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"})
 	}
 	if ptr, num, became, bad := jsonexact.Inexact(args); bad {
-		return res, nil, inexactError("arguments", ptr, num, became)
+		return res, nil, asError(inexactError("arguments", ptr, num, became))
 	}
 	if ctx.Err() != nil {
-		return res, nil, &Error{Code: CodeCanceled, Message: "context done before the call started"}
+		return res, nil, asError(&Fault{Code: CodeCanceled, Message: "context done before the call started"})
 	}
 
 	in, err := e.get(ctx)
@@ -211,7 +211,7 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 	res.Stats = Stats{Duration: time.Since(start), Syscalls: min(c.syscalls, lim.Syscalls), PeakMemory: int64(in.mem.Size()), Fuel: c.fuelUsed}
 	if gerr != nil {
 		res.Value = nil
-		return res, c, gerr
+		return res, c, asError(gerr)
 	}
 	return res, c, nil
 }
@@ -222,7 +222,7 @@ func (e *Engine) call(ctx context.Context, in *instance, c *call, program string
 	defer func() {
 		if r := recover(); r != nil {
 			in.broken = true
-			err = &Error{Code: CodeTrap, Message: fmt.Sprintf("host panic: %v", r)}
+			err = &Fault{Code: CodeTrap, Message: fmt.Sprintf("host panic: %v", r)}
 		}
 	}()
 	bytecode, compileFuel, err := e.bytecode(ctx, in, c, program, lim)
@@ -259,12 +259,12 @@ func (e *Engine) call(ctx context.Context, in *instance, c *call, program string
 	switch status {
 	case 0:
 		if len(out) > lim.OutputBytes {
-			return &Error{Code: CodeLimitExceeded, Limit: LimitOutput,
+			return &Fault{Code: CodeLimitExceeded, Limit: LimitOutput,
 				Message: fmt.Sprintf("result is %d bytes of JSON, over the limit of %d", len(out), lim.OutputBytes)}
 		}
 		if !json.Valid(out) {
 			in.broken = true
-			return &Error{Code: CodeTrap, Message: "guest produced a result that is not JSON"}
+			return &Fault{Code: CodeTrap, Message: "guest produced a result that is not JSON"}
 		}
 		res.Value = json.RawMessage(out)
 		return nil
@@ -272,7 +272,7 @@ func (e *Engine) call(ctx context.Context, in *instance, c *call, program string
 		return guestError(c, in, out)
 	default:
 		in.broken = true
-		return &Error{Code: CodeTrap, Message: fmt.Sprintf("guest returned unknown status %d", status)}
+		return &Fault{Code: CodeTrap, Message: fmt.Sprintf("guest returned unknown status %d", status)}
 	}
 }
 
@@ -318,7 +318,7 @@ func (e *Engine) bytecode(ctx context.Context, in *instance, c *call, program st
 	}
 	if !e.restore(in) {
 		in.broken = true
-		return nil, 0, &Error{Code: CodeTrap, Message: "cannot restore the snapshot after the compile"}
+		return nil, 0, &Fault{Code: CodeTrap, Message: "cannot restore the snapshot after the compile"}
 	}
 	return out, c.fuelUsed, nil
 }
@@ -366,16 +366,16 @@ func (in *instance) write(ctx context.Context, b []byte) (uint32, error) {
 	st[0] = uint64(len(b))
 	if err := in.alloc.CallWithStack(ctx, st); err != nil {
 		in.broken = true
-		return 0, &Error{Code: CodeTrap, Message: "guest allocation trapped: " + firstLine(err)}
+		return 0, &Fault{Code: CodeTrap, Message: "guest allocation trapped: " + firstLine(err)}
 	}
 	p := api.DecodeU32(st[0])
 	if p == 0 && len(b) > 0 {
-		return 0, &Error{Code: CodeLimitExceeded, Limit: LimitMemory,
+		return 0, &Fault{Code: CodeLimitExceeded, Limit: LimitMemory,
 			Message: fmt.Sprintf("no guest memory for %d bytes of input", len(b))}
 	}
 	if !in.mem.Write(p, b) {
 		in.broken = true
-		return 0, &Error{Code: CodeTrap, Message: "guest allocated out of range"}
+		return 0, &Fault{Code: CodeTrap, Message: "guest allocated out of range"}
 	}
 	return p, nil
 }
@@ -386,18 +386,18 @@ func (in *instance) output(ctx context.Context) ([]byte, error) {
 	st := in.stack[:1]
 	if err := in.outPtr.CallWithStack(ctx, st); err != nil {
 		in.broken = true
-		return nil, &Error{Code: CodeTrap, Message: firstLine(err)}
+		return nil, &Fault{Code: CodeTrap, Message: firstLine(err)}
 	}
 	p := api.DecodeU32(st[0])
 	if err := in.outLen.CallWithStack(ctx, st); err != nil {
 		in.broken = true
-		return nil, &Error{Code: CodeTrap, Message: firstLine(err)}
+		return nil, &Fault{Code: CodeTrap, Message: firstLine(err)}
 	}
 	n := api.DecodeU32(st[0])
 	b, ok := in.mem.Read(p, n)
 	if !ok {
 		in.broken = true
-		return nil, &Error{Code: CodeTrap, Message: "guest output out of range"}
+		return nil, &Fault{Code: CodeTrap, Message: "guest output out of range"}
 	}
 	return bytes.Clone(b), nil
 }
@@ -422,9 +422,9 @@ func guestError(c *call, in *instance, out []byte) error {
 	}
 	if err := json.Unmarshal(out, &g); err != nil || g.Code == "" {
 		in.broken = true
-		return &Error{Code: CodeTrap, Message: "guest reported an error that is not an error object"}
+		return &Fault{Code: CodeTrap, Message: "guest reported an error that is not an error object"}
 	}
-	e := &Error{Code: g.Code, Message: liberr.Clip(g.Message, maxErrorText), Path: liberr.Clip(g.Path, maxErrorText), Stack: liberr.Clip(g.Stack, maxErrorText)}
+	e := &Fault{Code: g.Code, Message: liberr.Clip(g.Message, maxErrorText), Path: liberr.Clip(g.Path, maxErrorText), Stack: liberr.Clip(g.Stack, maxErrorText)}
 	if g.Code == CodeJSError {
 		e.Refusal = liberr.Clip(g.Refusal, maxErrorText)
 	}
@@ -438,7 +438,7 @@ func guestError(c *call, in *instance, out []byte) error {
 			return stopError(c, r)
 		}
 		in.broken = true
-		return &Error{Code: CodeTrap, Message: "guest interrupted itself without a reason"}
+		return &Fault{Code: CodeTrap, Message: "guest interrupted itself without a reason"}
 	case "out_of_memory":
 		e.Code, e.Limit = CodeLimitExceeded, LimitMemory
 		if e.Message == "" {
@@ -465,12 +465,12 @@ func guestError(c *call, in *instance, out []byte) error {
 
 // inexactError refuses a number the guest would see changed. Nothing is ever rounded
 // silently: the sender learns where the number is and how to send it instead.
-func inexactError(where, ptr, num, became string) *Error {
+func inexactError(where, ptr, num, became string) *Fault {
 	at := ptr
 	if at == "" {
 		at = "the root"
 	}
-	return &Error{Code: CodeNumberInexact, Path: ptr, Message: fmt.Sprintf(
+	return &Fault{Code: CodeNumberInexact, Path: ptr, Message: fmt.Sprintf(
 		"%s: the number %s at %s cannot be held exactly by a JavaScript number (a double): the program would see %s; send it as a string",
 		where, liberr.Clip(num, maxErrorText), at, became)}
 }
@@ -479,32 +479,32 @@ func inexactError(where, ptr, num, became string) *Error {
 func stopError(c *call, r stopReason) error {
 	switch r {
 	case stopDeadline:
-		return &Error{Code: CodeLimitExceeded, Limit: LimitWallTime,
+		return &Fault{Code: CodeLimitExceeded, Limit: LimitWallTime,
 			Message: fmt.Sprintf("the call ran past its wall time of %v", c.lim.WallTime)}
 	case stopCanceled:
 		// poll notices the caller's deadline on the monotonic clock, possibly before the
 		// context's own timer has fired: then the context has no cause (yet, or ever for a
 		// Context whose deadline is only advisory).
 		if cause := context.Cause(c.parent); cause != nil {
-			return &Error{Code: CodeCanceled, Message: "the caller cancelled the call: " + cause.Error()}
+			return &Fault{Code: CodeCanceled, Message: "the caller cancelled the call: " + cause.Error()}
 		}
-		return &Error{Code: CodeCanceled, Message: "the caller's deadline passed"}
+		return &Fault{Code: CodeCanceled, Message: "the caller's deadline passed"}
 	case stopLogs:
-		return &Error{Code: CodeLimitExceeded, Limit: LimitLogs,
+		return &Fault{Code: CodeLimitExceeded, Limit: LimitLogs,
 			Message: fmt.Sprintf("console output exceeded %d bytes", c.lim.LogBytes)}
 	case stopSyscalls:
-		return &Error{Code: CodeLimitExceeded, Limit: LimitSyscalls,
+		return &Fault{Code: CodeLimitExceeded, Limit: LimitSyscalls,
 			Message: fmt.Sprintf("more than %d syscalls", c.lim.Syscalls)}
 	case stopSyscallBytes:
-		return &Error{Code: CodeLimitExceeded, Limit: LimitSyscallBytes,
+		return &Fault{Code: CodeLimitExceeded, Limit: LimitSyscallBytes,
 			Message: fmt.Sprintf("syscall arguments or result over %d bytes", c.lim.SyscallBytes)}
 	case stopInexact:
 		return c.inexact
 	case stopFuel:
-		return &Error{Code: CodeLimitExceeded, Limit: LimitFuel,
+		return &Fault{Code: CodeLimitExceeded, Limit: LimitFuel,
 			Message: fmt.Sprintf("the call used its budget of %d units of guest work", c.lim.Fuel)}
 	default:
-		return &Error{Code: CodeTrap, Message: c.fault}
+		return &Fault{Code: CodeTrap, Message: c.fault}
 	}
 }
 
@@ -513,23 +513,23 @@ func trapError(c *call, in *instance, err error) error {
 	msg := firstLine(err)
 	switch {
 	case c.stopped() == stopFault:
-		return &Error{Code: CodeTrap, Message: c.fault}
+		return &Fault{Code: CodeTrap, Message: c.fault}
 	case errors.Is(err, errFuelStop):
 		// A stopped call that did not unwind within its grace: the reason it was
 		// stopped for, not the trap that ended it.
 		return stopError(c, c.stopped())
 	case strings.Contains(msg, "stack overflow"):
-		return &Error{Code: CodeLimitExceeded, Limit: LimitStack, Message: "the guest's stack overflowed"}
+		return &Fault{Code: CodeLimitExceeded, Limit: LimitStack, Message: "the guest's stack overflowed"}
 	case int64(in.mem.Size())+pageSize*16 > in.capBytes:
 		// Within a megabyte of the hard cap: malloc failed where QuickJS could not
 		// recover (C code that aborts on NULL).
-		return &Error{Code: CodeLimitExceeded, Limit: LimitMemory, Message: "the guest reached the hard memory cap: " + msg}
+		return &Fault{Code: CodeLimitExceeded, Limit: LimitMemory, Message: "the guest reached the hard memory cap: " + msg}
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		if r := c.stopped(); r != running {
 			return stopError(c, r)
 		}
 	}
-	return &Error{Code: CodeTrap, Message: msg}
+	return &Fault{Code: CodeTrap, Message: msg}
 }
 
 // firstLine drops the wasm stack trace wazero appends to a trap: it names guest-internal

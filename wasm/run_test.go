@@ -448,12 +448,12 @@ func TestRunConcurrent(t *testing.T) {
 					}
 				case 1:
 					_, err := e.Run(context.Background(), `function run() { throw new Error("x"); }`, nil, nil, Options{})
-					if !errors.Is(err, &Error{Code: CodeJSError}) {
+					if !errors.Is(err, &Fault{Code: CodeJSError}) {
 						errs <- fmt.Errorf("g%d/%d: %v", g, i, err)
 					}
 				case 2:
 					_, err := e.Run(context.Background(), `function run() { for (;;) {} }`, nil, nil, Options{Limits: Limits{WallTime: 20 * time.Millisecond}})
-					if !errors.Is(err, &Error{Code: CodeLimitExceeded, Limit: LimitWallTime}) {
+					if !errors.Is(err, &Fault{Code: CodeLimitExceeded, Limit: LimitWallTime}) {
 						errs <- fmt.Errorf("g%d/%d: %v", g, i, err)
 					}
 				}
@@ -638,12 +638,16 @@ func TestEngineCompilationCache(t *testing.T) {
 }
 
 func TestErrorIs(t *testing.T) {
-	err := fmt.Errorf("engine: %w", &Error{Code: CodeLimitExceeded, Limit: LimitMemory, Message: "m"})
-	if !errors.Is(err, &Error{Code: CodeLimitExceeded}) || !errors.Is(err, &Error{Code: CodeLimitExceeded, Limit: LimitMemory}) {
+	err := fmt.Errorf("engine: %w", asError(&Fault{Code: CodeLimitExceeded, Limit: LimitMemory, Message: "m"}))
+	if !errors.Is(err, &Fault{Code: CodeLimitExceeded}) || !errors.Is(err, &Fault{Code: CodeLimitExceeded, Limit: LimitMemory}) {
 		t.Error("errors.Is does not match by code and limit")
 	}
-	if errors.Is(err, &Error{Code: CodeLimitExceeded, Limit: LimitStack}) || errors.Is(err, &Error{Code: CodeTrap}) {
+	if errors.Is(err, &Fault{Code: CodeLimitExceeded, Limit: LimitStack}) || errors.Is(err, &Fault{Code: CodeTrap}) {
 		t.Error("errors.Is matches another code or limit")
+	}
+	// The one error type: the code matches any layer's error of the same code.
+	if !errors.Is(err, &Error{Code: liberr.CodeLimitExceeded, Layer: "engine"}) || liberr.CodeOf(err) != liberr.CodeLimitExceeded {
+		t.Error("a sandbox limit_exceeded does not match the code across layers")
 	}
 	if got := err.Error(); got != "engine: wasm: limit_exceeded (memory): m" {
 		t.Errorf("Error() = %q", got)

@@ -176,7 +176,7 @@ func checkRunaway(t *testing.T, e *Engine, tc runawayCase, b runawayBudgets, sta
 
 	// Liveness: answers and a GC while it runs, then cancellation.
 	echoes, err := concurrentWhileRunaway(t, e, tc.program, b.echoes)
-	if !errors.Is(err, &Error{Code: CodeCanceled}) {
+	if !errors.Is(err, &Fault{Code: CodeCanceled}) {
 		t.Errorf("cancelled after %d concurrent calls: got %v, want canceled", len(echoes), err)
 		stopped = false
 	}
@@ -185,7 +185,7 @@ func checkRunaway(t *testing.T, e *Engine, tc runawayCase, b runawayBudgets, sta
 }
 
 func isLimit(err error, limit string) bool {
-	return errors.Is(err, &Error{Code: CodeLimitExceeded, Limit: limit})
+	return errors.Is(err, &Fault{Code: CodeLimitExceeded, Limit: limit})
 }
 
 // concurrentWhileRunaway starts program with no limit it can reach, answers n echo calls

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentlibos/libos/cmd/libos/internal/diag"
+	"github.com/agentlibos/libos/syscalls"
 )
 
 // TestDemo: "libos demo — what make run runs" exits 0 and walks the whole pipeline,
@@ -178,8 +179,13 @@ func TestInspectCommands(t *testing.T) {
 		Name       string          `json:"name"`
 		ArgsSchema json.RawMessage `json:"args_schema"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &routes); err != nil || len(routes) < 5 || len(routes[0].ArgsSchema) == 0 {
+	if err := json.Unmarshal([]byte(r.stdout), &routes); err != nil || len(routes) != len(syscalls.Routes()) {
 		t.Errorf("syscalls --json: %v\n%s", err, r.stdout)
+	}
+	for i, want := range syscalls.Routes() {
+		if i < len(routes) && (routes[i].Name != want.Name || len(routes[i].ArgsSchema) == 0) {
+			t.Errorf("syscalls --json lists %q at %d; the route table has %q", routes[i].Name, i, want.Name)
+		}
 	}
 
 	// A process, a call, its events.

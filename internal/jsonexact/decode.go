@@ -44,6 +44,7 @@ func Decode(data []byte, maxDepth int) (Value, error) {
 // DecodeString is Decode for input held in a string; decoded strings and numbers
 // share its memory.
 func DecodeString(data string, maxDepth int) (Value, error) {
+	decodes.Add(1)
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
