@@ -2,6 +2,7 @@ package libos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,8 +32,11 @@ type ClusterOptions struct {
 	ClusterListen string
 	Routes        []string
 	NATSDir       string
-	// LeafRemotes makes the embedded server a leaf node of these hubs.
+	// LeafRemotes makes the embedded server a leaf node of these hubs; Domain is its
+	// JetStream domain (an edge host's own, so that its stream stays local and the
+	// hub reaches it as $JS.<Domain>.API, see CLUSTER.md).
 	LeafRemotes []string
+	Domain      string
 	// SyncAlways makes the embedded server sync every JetStream write to disk before
 	// acknowledging it.
 	SyncAlways bool
@@ -43,6 +47,10 @@ type ClusterOptions struct {
 	LeaseTTL time.Duration
 	// Serve picks the processes this host may take over; nil: all.
 	Serve func(pid string) bool
+	// ServeLabels narrows them to the processes whose image carries every one of
+	// these process labels (the manifest's process_labels); empty: no narrowing.
+	// Processes spawned on this host are served here regardless.
+	ServeLabels map[string]string
 	// Logf receives the node's own reports (takeovers, lost leases).
 	Logf func(format string, args ...any)
 }
@@ -51,6 +59,9 @@ type ClusterOptions struct {
 type clusterHost struct {
 	node   *cluster.Node
 	server *cluster.Server
+	// st is the host's store, set once it is open (before the node starts); serves
+	// reads process records from it.
+	st *store.Store
 }
 
 var hostChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
@@ -73,14 +84,19 @@ func startCluster(ctx context.Context, dir string, o *ClusterOptions) (*clusterH
 			nd = filepath.Join(dir, "jetstream")
 		}
 		srv, err := cluster.StartServer(cluster.ServerConfig{Name: host, Dir: nd, Listen: o.Listen,
-			ClusterListen: o.ClusterListen, Routes: o.Routes, LeafRemotes: o.LeafRemotes, SyncAlways: o.SyncAlways})
+			ClusterListen: o.ClusterListen, Routes: o.Routes, LeafRemotes: o.LeafRemotes, Domain: o.Domain,
+			SyncAlways: o.SyncAlways})
 		if err != nil {
 			return nil, fmt.Errorf("libos: cluster: %w", err)
 		}
 		c.server, url = srv, srv.ClientURL()
 	}
+	serve := o.Serve
+	if len(o.ServeLabels) > 0 {
+		serve = func(pid string) bool { return c.serves(pid, o.Serve, o.ServeLabels) }
+	}
 	node, err := cluster.Connect(ctx, cluster.Config{Host: host, URL: url, Replicas: o.Replicas,
-		LeaseTTL: o.LeaseTTL, Serve: o.Serve, Logf: o.Logf})
+		LeaseTTL: o.LeaseTTL, Serve: serve, Logf: o.Logf})
 	if err != nil {
 		if c.server != nil {
 			c.server.Shutdown()
@@ -89,6 +105,34 @@ func startCluster(ctx context.Context, dir string, o *ClusterOptions) (*clusterH
 	}
 	c.node = node
 	return c, nil
+}
+
+// serves reports whether this host may take pid over: its image's process labels hold
+// every one of labels, and serve (when set) accepts it. A process whose record cannot
+// be read is not taken.
+func (c *clusterHost) serves(pid string, serve func(string) bool, labels map[string]string) bool {
+	if c.st == nil {
+		return false
+	}
+	p, err := c.st.Process(pid)
+	if err != nil {
+		return false
+	}
+	// The record is the kernel's: the image under "image".
+	var rec struct {
+		Image struct {
+			Labels map[string]string `json:"process_labels"`
+		} `json:"image"`
+	}
+	if len(p.Image) > 0 && json.Unmarshal(p.Image, &rec) != nil {
+		return false
+	}
+	for k, v := range labels {
+		if have, ok := rec.Image.Labels[k]; !ok || have != v {
+			return false
+		}
+	}
+	return serve == nil || serve(pid)
 }
 
 func (c *clusterHost) storeOptions() store.Options {

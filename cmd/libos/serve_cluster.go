@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -24,6 +25,8 @@ type clusterFlags struct {
 	replicas      int
 	leaseTTL      time.Duration
 	syncAlways    bool
+	serveLabels   string
+	natsDomain    string
 }
 
 func addClusterFlags(c *cobra.Command, f *clusterFlags) {
@@ -39,6 +42,30 @@ func addClusterFlags(c *cobra.Command, f *clusterFlags) {
 	fl.IntVar(&f.replicas, "replicas", 0, "replicas of the stream: 3 (default) or 1 for a single host")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 0, "how long a lost host's processes wait before another host takes them (default 10s)")
 	fl.BoolVar(&f.syncAlways, "nats-sync-always", false, "the embedded server syncs every JetStream write to disk before acknowledging it")
+	fl.StringVar(&f.serveLabels, "serve-labels", "", "take over only the processes whose image has these process_labels (k=v,...); default: every process")
+	fl.StringVar(&f.natsDomain, "nats-domain", "", "JetStream domain of the embedded server (an edge leaf node's own domain, see CLUSTER.md)")
+}
+
+// labelKey and labelValue are the forms of the image's process_labels.
+var (
+	labelKey   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+	labelValue = regexp.MustCompile(`^[A-Za-z0-9._/-]{0,63}$`)
+)
+
+// parseLabels reads k=v,... into a map; every key at most once.
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range splitList(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !labelKey.MatchString(k) || !labelValue.MatchString(v) {
+			return nil, usageErr("--serve-labels: %q is not key=value (key %s, value %s)", kv, labelKey, labelValue)
+		}
+		if _, dup := out[k]; dup {
+			return nil, usageErr("--serve-labels: key %q given twice", k)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {
@@ -54,19 +81,24 @@ func splitList(s string) []string {
 // options returns the System's cluster options, nil without --cluster.
 func (f clusterFlags) options(e *env) (*los.ClusterOptions, error) {
 	used := f.host != "" || f.listen != "" || f.clusterListen != "" || f.routes != "" || f.natsURL != "" ||
-		f.natsDir != "" || f.leafRemotes != "" || f.replicas != 0 || f.leaseTTL != 0 || f.syncAlways
+		f.natsDir != "" || f.leafRemotes != "" || f.replicas != 0 || f.leaseTTL != 0 || f.syncAlways ||
+		f.serveLabels != "" || f.natsDomain != ""
 	if !f.on {
 		if used {
 			return nil, usageErr("the cluster flags need --cluster")
 		}
 		return nil, nil
 	}
-	if f.natsURL != "" && (f.listen != "" || f.clusterListen != "" || f.routes != "" || f.leafRemotes != "") {
-		return nil, usageErr("--nats joins an existing NATS deployment: it does not go with the embedded server's --nats-listen, --cluster-listen, --cluster-routes or --leaf-remotes")
+	if f.natsURL != "" && (f.listen != "" || f.clusterListen != "" || f.routes != "" || f.leafRemotes != "" || f.natsDomain != "") {
+		return nil, usageErr("--nats joins an existing NATS deployment: it does not go with the embedded server's --nats-listen, --cluster-listen, --cluster-routes, --leaf-remotes or --nats-domain")
+	}
+	labels, err := parseLabels(f.serveLabels)
+	if err != nil {
+		return nil, err
 	}
 	return &los.ClusterOptions{Host: f.host, NATSURL: f.natsURL, Listen: f.listen, ClusterListen: f.clusterListen,
 		Routes: splitList(f.routes), NATSDir: f.natsDir, LeafRemotes: splitList(f.leafRemotes), Replicas: f.replicas,
-		LeaseTTL: f.leaseTTL, SyncAlways: f.syncAlways,
+		LeaseTTL: f.leaseTTL, SyncAlways: f.syncAlways, ServeLabels: labels, Domain: f.natsDomain,
 		Logf: func(format string, args ...any) { e.log.Info("cluster", "event", fmt.Sprintf(format, args...)) }}, nil
 }
 

@@ -193,8 +193,16 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 	workers := runtime.GOMAXPROCS(0)
 	if f.store == "" {
 		// The validator's default fixed clock keeps the reports identical from run to run.
+		opts := los.ValidatorOptions{}
+		if len(files) == 1 {
+			// One candidate in a process that exits after it: its tests run one after
+			// another on one instance, which costs no time for a few small tests and
+			// keeps a second guest memory out of the peak RSS.
+			opts.Parallel, opts.PoolSize = 1, 1
+		}
 		v, err := retryWithoutCache(e, func(cacheDir string) (*los.Validator, error) {
-			return los.NewValidator(ctx, los.ValidatorOptions{CacheDir: cacheDir})
+			opts.CacheDir = cacheDir
+			return los.NewValidator(ctx, opts)
 		})
 		if err != nil {
 			return usageErr("cannot start the sandbox: %v", err)

@@ -138,6 +138,10 @@ type Image struct {
 	Name        string `json:"name"`
 	Version     string `json:"version"`
 	Description string `json:"description,omitempty"`
+	// ProcessLabels are key=value labels every process of the image carries. They
+	// decide nothing inside a process; in the replicated mode a host may be told to
+	// serve only the processes with given labels (serve --serve-labels).
+	ProcessLabels map[string]string `json:"process_labels,omitempty"`
 	// Instructions are model-facing: the kernel renders them, with the Skill catalog,
 	// in Kernel.Instructions.
 	Instructions string `json:"instructions,omitempty"`
@@ -216,19 +220,20 @@ func (p ApprovalPolicy) ToolApproval(name string, jit bool) syscalls.ApprovalCla
 
 // manifest is the on-disk form: Skills are paths.
 type manifest struct {
-	Format       string         `json:"format"`
-	Name         string         `json:"name"`
-	Version      string         `json:"version"`
-	Description  string         `json:"description"`
-	Instructions string         `json:"instructions"`
-	Tools        []string       `json:"tools"`
-	BaseTools    []string       `json:"base_tools"`
-	Skills       []string       `json:"skills"`
-	Capabilities []string       `json:"capabilities"`
-	Projection   Projection     `json:"projection"`
-	SkillGate    SkillGate      `json:"skill_gate"`
-	Limits       ImageLimits    `json:"limits"`
-	Approvals    ApprovalPolicy `json:"approvals"`
+	Format       string            `json:"format"`
+	Name         string            `json:"name"`
+	Version      string            `json:"version"`
+	Description  string            `json:"description"`
+	ProcLabels   map[string]string `json:"process_labels"`
+	Instructions string            `json:"instructions"`
+	Tools        []string          `json:"tools"`
+	BaseTools    []string          `json:"base_tools"`
+	Skills       []string          `json:"skills"`
+	Capabilities []string          `json:"capabilities"`
+	Projection   Projection        `json:"projection"`
+	SkillGate    SkillGate         `json:"skill_gate"`
+	Limits       ImageLimits       `json:"limits"`
+	Approvals    ApprovalPolicy    `json:"approvals"`
 	syscalls.PolicySpec
 }
 
@@ -323,6 +328,9 @@ func decodeManifest(data []byte, fsys fs.FS, dir string, ps *problems) *Image {
 		return nil
 	}
 	img.Format, img.Name, img.Version, img.Description = m.Format, m.Name, m.Version, m.Description
+	if len(m.ProcLabels) > 0 {
+		img.ProcessLabels = m.ProcLabels
+	}
 	img.Instructions = strings.TrimSpace(m.Instructions)
 	img.Tools, img.BaseTools, img.Capabilities = m.Tools, m.BaseTools, m.Capabilities
 	img.Projection, img.Limits, img.Approvals = m.Projection, m.Limits, m.Approvals
