@@ -27,6 +27,9 @@
 // the process (lease_lost). Only then does the kernel adopt the process (JIT bindings,
 // approvals, unsettled calls reported as unknown settlement, never replayed).
 //
+// A lease is given up, not renewed, once its process is killed: a killed process is
+// served by no host (and no host takes it over), so its lease must not outlive it.
+//
 // Errors are liberr.Error values of layer "cluster": lease_lost, batch_too_large,
-// replication_failed, invalid_config.
+// cross_process_batch, replication_failed, invalid_config.
 package cluster

@@ -14,6 +14,12 @@ const (
 	// CodeBatchTooLarge: the write batch is over the bound of one message of the
 	// stream; it was refused before anything was acknowledged.
 	CodeBatchTooLarge liberr.Code = "batch_too_large"
+	// CodeCrossProcessBatch: the write batch writes two processes that both exist
+	// already. A batch is one message on one process's subject, whose compare-and-set
+	// covers that process's log only; the other's could fork, so the batch is refused
+	// before anything is acknowledged. (A fork's batch writes one existing process and
+	// a new one, whose lease it takes: that one travels.)
+	CodeCrossProcessBatch liberr.Code = "cross_process_batch"
 	// CodeReplicationFailed: the stream did not acknowledge the batch (unreachable,
 	// no quorum, timeout). Nothing was acknowledged to the caller; the batch may still
 	// appear in the log later, as a whole, like an unacknowledged write after a crash.
@@ -27,6 +33,7 @@ var (
 	ErrLeaseLost         = liberr.New(layer, CodeLeaseLost, "lease lost")
 	ErrBatchTooLarge     = liberr.New(layer, CodeBatchTooLarge, "batch too large")
 	ErrReplicationFailed = liberr.New(layer, CodeReplicationFailed, "replication failed")
+	ErrCrossProcessBatch = liberr.New(layer, CodeCrossProcessBatch, "one batch writes two existing processes")
 	ErrInvalidConfig     = liberr.New(layer, CodeInvalidConfig, "invalid cluster configuration")
 )
 

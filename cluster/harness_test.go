@@ -244,8 +244,11 @@ func newTCluster(t testing.TB, n int, cfg Config) *tcluster {
 // its store, then has the node apply the stream.
 func (c *tcluster) start(i int) error {
 	m := c.ms[i]
-	srv, err := StartServer(ServerConfig{Name: m.name, Dir: m.jsDir, Listen: m.client, ClusterListen: m.clusterAddr,
-		ClusterAdvertise: m.advertise, Routes: m.routes})
+	sc := ServerConfig{Name: m.name, Dir: m.jsDir, Listen: m.client}
+	if len(c.ms) > 1 {
+		sc.ClusterListen, sc.ClusterAdvertise, sc.Routes = m.clusterAddr, m.advertise, m.routes
+	}
+	srv, err := StartServer(sc)
 	if err != nil {
 		return err
 	}

@@ -322,6 +322,22 @@ func (n *Node) lose(pid, why string) {
 	}()
 }
 
+// giveUp drops the lease l of pid, whose process was killed: no host serves a killed
+// process, so the kernel has released it already and the lease goes.
+func (n *Node) giveUp(pid string, l *lease) {
+	n.mu.Lock()
+	if n.held[pid] != l {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.held, pid)
+	n.mu.Unlock()
+	n.logf("gave up the lease of %s: the process was killed", pid)
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+	defer cancel()
+	_ = n.kv.Delete(ctx, n.leaseKey(pid), jetstream.LastRevision(l.rev))
+}
+
 // acquire takes pid's lease when it is free and returns it.
 func (n *Node) acquire(ctx context.Context, pid string) (*lease, error) {
 	val, _ := json.Marshal(leaseValue{Host: n.cfg.Host})
@@ -368,7 +384,7 @@ func (n *Node) Replicate(ctx context.Context, b *store.Batch) (string, uint64, e
 	for i, pos := range b.Positions {
 		if pos > 0 {
 			if idx >= 0 {
-				return "", 0, errorf(CodeReplicationFailed, nil, "one batch writes two existing processes, %s and %s: one message cannot be placed on both", b.PIDs[idx], b.PIDs[i])
+				return "", 0, errorf(CodeCrossProcessBatch, nil, "one batch writes two existing processes, %s and %s: one message cannot compare-and-set both logs", b.PIDs[idx], b.PIDs[i])
 			}
 			idx = i
 		}
@@ -555,6 +571,10 @@ func (n *Node) renew() {
 		l := n.held[pid]
 		n.mu.Unlock()
 		if l == nil {
+			continue
+		}
+		if p, err := n.st.Process(pid); err == nil && p.State == "killed" {
+			n.giveUp(pid, l)
 			continue
 		}
 		if time.Since(l.renewed) > n.cfg.LeaseTTL*3/4 {

@@ -48,6 +48,7 @@ var registry = []registered{
 	{"closed", "store", "The store is closed."},
 	{"conflict", "store", "The write collides with an existing record (duplicate binding name, duplicate candidate ID, a call ID that is already open, …)."},
 	{"corrupt", "store", "A stored record cannot be decoded or the event chain does not verify."},
+	{"cross_process_batch", "cluster", "In the replicated mode, one write batch writes two processes that both exist: one message of the stream cannot compare-and-set two process logs, so it was refused before anything was acknowledged."},
 	{"data_flow_denied", "syscalls", "A value carrying a label would reach a sink the image's data-flow rules forbid for it."},
 	{"default_export_forbidden", "jsbundle", "The candidate's module has a default export; a tool exports only run."},
 	{"diagnostics_truncated", "tools", "Ends a list of diagnostics that reached its bound."},
