@@ -67,6 +67,28 @@ var echoSyscaller = syscallFunc(func(ctx context.Context, name string, args json
 
 // One syscall round trip: guest → host → Syscaller → guest, Promise resolved. Measured as
 // 1000 sequential awaited syscalls in one call, reported per syscall.
+// BenchmarkRestore brings an instance back to the snapshot after the tiny call: what
+// every call pays after its run.
+func BenchmarkRestore(b *testing.B) {
+	e := newHostTestEngine(b, Config{PoolSize: 1})
+	ctx := context.Background()
+	if _, err := e.Run(ctx, sumProgram, json.RawMessage(sumArgs), nil, Options{Seed: 1}); err != nil {
+		b.Fatal(err)
+	}
+	in, err := e.get(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.close(ctx)
+	for b.Loop() {
+		in.dirty = true
+		if !e.restore(in) {
+			b.Fatal("restore failed")
+		}
+	}
+	b.ReportMetric(float64(len(e.snap)), "snapshot-bytes")
+}
+
 func BenchmarkSyscallRoundTrip(b *testing.B) {
 	e := newHostTestEngine(b, Config{})
 	ctx := context.Background()

@@ -251,7 +251,7 @@ type instance struct {
 	mod                       api.Module
 	mem                       api.Memory
 	run, compile, alloc, free api.Function
-	outPtr, outLen            api.Function
+	outPtr, outLen, brk       api.Function
 	// fuel is the guest's fuel counter (internal/fuel); nil only for an uninstrumented
 	// guest that a benchmark loaded.
 	fuel     api.MutableGlobal
@@ -261,7 +261,7 @@ type instance struct {
 	dirty    bool  // a call ran since the snapshot was restored
 }
 
-var guestExports = []string{"_initialize", "libos_alloc", "libos_free", "libos_prepare", "libos_compile", "libos_run", "libos_out_ptr", "libos_out_len"}
+var guestExports = []string{"_initialize", "libos_alloc", "libos_free", "libos_prepare", "libos_compile", "libos_run", "libos_out_ptr", "libos_out_len", "libos_break"}
 
 func checkExports(c wazero.CompiledModule) error {
 	fns := c.ExportedFunctions()
@@ -298,6 +298,7 @@ func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 		free:     mod.ExportedFunction("libos_free"),
 		outPtr:   mod.ExportedFunction("libos_out_ptr"),
 		outLen:   mod.ExportedFunction("libos_out_len"),
+		brk:      mod.ExportedFunction("libos_break"),
 		capBytes: e.maxMemory,
 	}
 	in.fuel, _ = mod.ExportedGlobal(fuel.GlobalExport).(api.MutableGlobal)
@@ -388,16 +389,39 @@ func (in *instance) restoreRuns(snap []byte, from uint32, runs [][2]int) bool {
 
 // restore writes the snapshot back: the JavaScript state, the allocator and every static
 // of the guest as libos_prepare left them. The shadow stack below from is empty between
-// calls; the memory past the snapshot is free space to the restored allocator.
+// calls; the memory past the snapshot is free space to the restored allocator, and is
+// zeroed up to where the call's allocator reached (libos_break), so that it holds nothing
+// of the call: past that break the memory is zero already, as the kernel gave it or as
+// the last restore left it. A break outside the memory, or below the snapshot's end, which
+// a guest that kept the ABI never reports, zeroes everything past the snapshot.
 func (in *instance) restore(snap []byte, from uint32) bool {
+	size := uint64(in.mem.Size())
 	end := uint64(from) + uint64(len(snap))
-	if size := uint64(in.mem.Size()); end > size {
+	brk := size
+	if end < size {
+		in.idleFuel()
+		st := in.stack[:1]
+		if err := in.brk.CallWithStack(context.Background(), st); err != nil {
+			return false
+		}
+		if b := uint64(api.DecodeU32(st[0])); b >= end && b <= size {
+			brk = b
+		}
+	}
+	if end > size {
 		if _, ok := in.mem.Grow(uint32((end - size + pageSize - 1) / pageSize)); !ok {
 			return false
 		}
 	}
 	if !in.mem.Write(from, snap) {
 		return false
+	}
+	if brk > end {
+		grown, ok := in.mem.Read(uint32(end), uint32(brk-end))
+		if !ok {
+			return false
+		}
+		clear(grown)
 	}
 	in.dirty = false
 	return true

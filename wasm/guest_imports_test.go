@@ -62,7 +62,7 @@ func TestGuestImportsOnlyLibos(t *testing.T) {
 		exports = append(exports, name)
 	}
 	sort.Strings(exports)
-	wantExports := []string{"_initialize", "libos_alloc", "libos_compile", "libos_free", "libos_out_len", "libos_out_ptr", "libos_prepare", "libos_run"}
+	wantExports := []string{"_initialize", "libos_alloc", "libos_break", "libos_compile", "libos_free", "libos_out_len", "libos_out_ptr", "libos_prepare", "libos_run"}
 	if len(exports) != len(wantExports) {
 		t.Errorf("exported functions %v, the ABI says %v", exports, wantExports)
 	} else {

@@ -5,11 +5,11 @@ package wasm
 // builtGuest records how libos_guest.wasm was built. 'make guest' writes it together with
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
-	SHA256:         "8f3f7e493f1c8d8f674536adc8f05b29d92444898f260f2d0ebe75344c9562d6",
+	SHA256:         "37e5adb20f0cdef29251160b503bd82210ee2d9fa429c109e5e8005591d8130f",
 	QuickJSRelease: "2021-03-27",
 	QuickJSSource:  "npm qjsc@0.3.0 sha256:4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee",
 	Clang:          "Debian clang version 16.0.6 (15~deb12u1)",
 	WASILibc:       "0.0~git20220510.9886d3d-2",
 	PatchSHA256:    "abedf47157a07ad26e29d7172e42c5ce0862930fee73c7579ce10f64b92f5737",
-	SourcesSHA256:  "610ec6ad4043160c814b7afa3820c9a01a3bca13e814f4c8ab2dfb5a6c926759",
+	SourcesSHA256:  "340459e6f6f24841fca275b130b51781252e94b68e717e456bccc06e92f16171",
 }

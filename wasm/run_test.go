@@ -148,6 +148,8 @@ func TestRunNoStateSurvives(t *testing.T) {
 			   globalThis[Symbol.for("k")] = 1; Array.prototype[Symbol.iterator] = null; return r; }`},
 		{"Math.random starts from the call's seed",
 			`function run() { return [Math.random(), Math.random()]; }`},
+		{"memory grown past the snapshot (the allocator's break, the pages it handed out)",
+			`function run() { const r = [typeof globalThis.big, Object.keys(globalThis).length]; globalThis.big = "y".repeat(4 << 20) + Math.random(); return r; }`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,6 +174,7 @@ func TestRunNoStateSurvives(t *testing.T) {
 		{"a call that throws", `function run() { globalThis.left = 1; Object.prototype.left = 1; throw new Error("x"); }`, Limits{}},
 		{"a call stopped at its wall time", `function run() { globalThis.left = 1; Object.prototype.left = 1; for (;;) {} }`, Limits{WallTime: 50 * time.Millisecond}},
 		{"a call out of memory", `function run() { globalThis.left = 1; Object.prototype.left = 1; const a = []; for (;;) a.push(new Array(1e5).fill(0)); }`, Limits{}},
+		{"a call that grew the memory, then threw", `function run() { globalThis.left = 1; Object.prototype.left = 1; globalThis.big = "z".repeat(8 << 20); throw new Error("x"); }`, Limits{}},
 		{"a call over the syscall limit", `async function run(a, libos) { globalThis.left = 1; Object.prototype.left = 1; for (;;) { try { await libos.syscall("x", {}); } catch (e) {} } }`, Limits{Syscalls: 3}},
 	} {
 		t.Run(bad.name, func(t *testing.T) {

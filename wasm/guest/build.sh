@@ -76,11 +76,11 @@ done
 wait "$lane1" || failed=1
 [ "$failed" = 0 ] || exit 1
 
-exports=(libos_alloc libos_free libos_prepare libos_compile libos_run libos_out_ptr libos_out_len)
+exports=(libos_alloc libos_free libos_prepare libos_compile libos_run libos_out_ptr libos_out_len libos_break)
 ldflags=(
 	--target=wasm32-wasi -mexec-model=reactor -fuse-ld=lld
 	-Wl,--gc-sections -Wl,--strip-all
-	-Wl,-z,stack-size=1048576 -Wl,--stack-first -Wl,--initial-memory=2097152
+	-Wl,-z,stack-size=1048576 -Wl,--stack-first
 )
 for e in "${exports[@]}"; do ldflags+=("-Wl,--export=$e"); done
 read -r -a extra_ldflags <<< "${GUEST_LDFLAGS:-}"

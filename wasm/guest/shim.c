@@ -192,14 +192,22 @@ void abort(void)
 #define WASM_PAGE 65536
 static uintptr_t heap_break;
 
+/* The break, set from the memory's size before the snapshot is taken, so that the
+   snapshot holds it: a restored allocator then hands out again the pages an earlier call
+   grew, instead of growing the memory from wherever it ended. */
+static uintptr_t current_break(void)
+{
+    if (heap_break == 0)
+        heap_break = (uintptr_t)__builtin_wasm_memory_size(0) * WASM_PAGE;
+    return heap_break;
+}
+
 void *sbrk(intptr_t increment)
 {
     uintptr_t size = (uintptr_t)__builtin_wasm_memory_size(0) * WASM_PAGE;
     uintptr_t old;
 
-    if (heap_break == 0)
-        heap_break = size;
-    old = heap_break;
+    old = current_break();
     if (increment < 0 || (uintptr_t)increment > UINTPTR_MAX - old)
         return (void *)-1;
     if (old + (uintptr_t)increment > size) {
@@ -1047,7 +1055,15 @@ EXPORT(libos_prepare) int32_t libos_prepare(void)
         free_state();
     if (prepare() != 0)
         return -1;
+    current_break();
     return (int32_t)(uintptr_t)&__global_base;
+}
+
+/* The end of the memory the allocator has been given: everything a call could have
+   written above the snapshot lies below it (ABI.md, "The snapshot"). */
+EXPORT(libos_break) int32_t libos_break(void)
+{
+    return (int32_t)current_break();
 }
 
 /* libos_run's flags */
