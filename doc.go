@@ -35,13 +35,16 @@
 //  1. mcpserver: the transport reads the message and parses it once, exactly
 //     (internal/jsonexact), refusing a bad frame as protocol_frame before the SDK sees
 //     it; the tools/call is handed to the kernel as a frame.
-//  2. engine: the adapter normalises the frame, then route (projection and lookup),
-//     capability (the visibility gate), approval, arguments (size and input schema),
-//     budget; tool_called is written, the handler runs, and the result is checked
-//     (size, output schema) and settled with tool_result or tool_failed. The call
-//     carries its syscall authority (Call.SyscallCaller) down to the handler.
+//  2. engine: the adapter normalises the frame and decodes the arguments, once; then
+//     the named stages of dispatch: lookup (projection), argument size, input schema,
+//     the visibility and Skill gates, approval; open (budget and tool_called, written
+//     as the durability stage decides); the handler; settle (result size, output
+//     schema, normalisation, tool_result or tool_failed). The call carries down to the
+//     handler its decoded arguments (Call.ArgsValue), its syscall authority
+//     (Call.SyscallCaller) and the kernel's tool table (Call.InstallTool).
 //  3. tools: the JIT handler runs the registered program in the sandbox with that
-//     authority and maps a sandbox failure to the call's code.
+//     authority and maps a sandbox failure to the call's code. JIT bindings come back
+//     only through the kernel (engine.Config.JIT), never through tools on its own.
 //  4. wasm: the program runs in QuickJS; each libos.syscall crosses the boundary as
 //     JSON and goes out through the Syscaller.
 //  5. syscalls: the router takes each syscall through route, capability, approval,

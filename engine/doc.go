@@ -31,6 +31,13 @@
 //	              tool_failed  tool_failed   tool_failed (output_invalid)
 //	              (its code)   (limit_exceeded, no ToolResult)
 //
+// dispatch reads top to bottom as these stages, in DESIGN's order: the admission
+// stages lookup, argument_size, input_schema, gate (visibility and Skill gates) and
+// approval, each refusing with call_rejected; open (the budget charge and tool_called
+// in one batch, synced or deferred as the durability stage decides); the handler;
+// settle. The adapter decodes a call's arguments once; the handler gets the decoded
+// value with Call.ArgsValue, and no layer below parses them again.
+//
 // A protocol-frame failure is never a tool failure and never has a tool_called event.
 // A paused process, the Skill gate and an operator-class tool's approval (denied or
 // timed out) are call_rejected too, with codes process_paused, tool_not_allowed,

@@ -435,7 +435,7 @@ func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, erro
 	call := &Call{
 		PID: p.pid, CallID: newID("call_"), Tool: e.Name, Kind: e.Kind, Action: req.name,
 		Args: c.args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
-		Sandbox: p.img.Limits.Sandbox, k: k, p: p,
+		Sandbox: p.img.Limits.Sandbox, value: c.args, parsed: true, k: k, p: p,
 	}
 	called := map[string]any{"call_id": call.CallID, "tool": e.Name, "kind": e.Kind, "action": req.name, "via": req.via, "args": call.Args, "arg_bytes": req.argBytes}
 	if e.ID != "" {

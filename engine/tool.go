@@ -87,8 +87,22 @@ type Call struct {
 	// fields: the sandbox's defaults).
 	Sandbox image.SandboxLimits
 
+	// value is Args as the adapter decoded it; parsed says it is set.
+	value  jsonexact.Value
+	parsed bool
+
 	k *Kernel
 	p *process
+}
+
+// ArgsValue is Args as the adapter decoded them (exact JSON, internal/jsonexact),
+// handed down so that a handler reads its arguments without parsing them again. A
+// Call made outside the pipeline has no decoded value: Args is decoded here.
+func (c *Call) ArgsValue() (jsonexact.Value, error) {
+	if c.parsed {
+		return c.value, nil
+	}
+	return jsonexact.Decode(c.Args, 0)
 }
 
 // ToolKinds returns the calling process's tool table as it is now, name → kind: what

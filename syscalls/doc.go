@@ -19,6 +19,14 @@
 // build a route's authority, so no route exists without a capability decision. Routes
 // returns a copy for docs and `libos syscalls`; nothing reachable from a guest lists
 // routes or schemas. An unknown route fails with one fixed unknown_syscall error.
+// What the model reads of a route is made from the table too: Route.Signature and
+// Route.Doc are the route list of an image's instructions (engine/image generates the
+// default image's from them and fails on drift), and the Skills' routes, capabilities
+// and example tapes are checked against the table (package tools' tests).
+//
+// A syscall's arguments are decoded once, where they cross the boundary: the audit
+// record, the route's schema and policy stages, its provider (rawField splits the
+// text along that decoding) and the journal all read the same decoding.
 //
 // # Production: Router
 //

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/agentlibos/libos/internal/jsonexact"
 	"sync"
 
 	"github.com/agentlibos/libos/liberr"
@@ -53,11 +52,11 @@ type journal struct {
 // entry builds the journal entry of one finished syscall. The arguments are kept as
 // the code sent them (compacted): a secret reference stays a reference, because the
 // host resolves it after this point and never hands it back.
-func (j *journal) entry(pid, callID, route string, args, result json.RawMessage, se *Error, labels []string) store.JournalEntry {
+func (j *journal) entry(pid, callID, route string, args json.RawMessage, exact bool, result json.RawMessage, se *Error, labels []string) store.JournalEntry {
 	e := store.JournalEntry{PID: pid, CallID: callID, Route: route, Labels: labels}
 	e.ArgsBytes, e.ArgsSHA256 = len(args), sha256hex(args)
 	var cargs bytes.Buffer
-	argsOK := jsonexact.Valid(args, 0) && json.Compact(&cargs, args) == nil
+	argsOK := exact && json.Compact(&cargs, args) == nil
 	size := cargs.Len()
 	if se != nil {
 		e.Error = &store.JournalError{Code: string(se.Code), Message: se.Error()}

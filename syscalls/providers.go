@@ -1,7 +1,6 @@
 package syscalls
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	_ "time/tzdata" // IANA zones without a system tz database (air-gapped hosts)
 	"unicode/utf8"
 
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
@@ -45,8 +45,10 @@ type call struct {
 	router *Router
 	caller *Caller
 	route  *route
-	raw    json.RawMessage // the arguments as received
-	args   map[string]any  // decoded strictly, numbers as json.Number
+	raw    json.RawMessage // the arguments as received ("{}" for none)
+	value  jsonexact.Value // raw, decoded once at the boundary
+	args   map[string]any  // value as a map, numbers as json.Number
+	fields map[string]json.RawMessage
 	// writes are committed atomically with the call's audit event, and only if the
 	// call succeeds.
 	writes []func(tx *store.Tx) error
@@ -63,19 +65,22 @@ func (c *call) str(key string) string {
 	return s
 }
 
-// rawField returns one top-level argument as its exact JSON text (numbers keep their
-// spelling). The arguments were decoded strictly before, so there are no duplicate keys
-// for encoding/json to choose between.
+// rawField returns one top-level argument as its exact JSON text, compacted (numbers
+// keep their spelling, strings their escapes). It splits the text along the value the
+// boundary decoded: nothing is parsed again.
 func (c *call) rawField(key string) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(c.raw, &m); err != nil {
-		return nil, err
+	if c.fields == nil {
+		_, fields, err := jsonexact.SplitDecoded(c.value, c.raw)
+		if err != nil {
+			return nil, err
+		}
+		c.fields = fields
 	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, m[key]); err != nil {
-		return nil, err
+	f, ok := c.fields[key]
+	if !ok {
+		return nil, fmt.Errorf("syscalls: no argument %q", key)
 	}
-	return b.Bytes(), nil
+	return f, nil
 }
 
 func argErr(c *call, msg string) error {

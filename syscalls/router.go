@@ -130,9 +130,13 @@ func (r *Router) For(caller Caller) *Bound {
 func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 	start := time.Now()
 	ev := auditEvent{Route: liberr.Clip(name, 64), Tool: b.caller.Tool, Depth: b.caller.Depth}
-	ev.noteArgs(args)
+	// The arguments are parsed once, here at the boundary: the audit record, the
+	// route's checks, its provider and the journal all read this decoding.
+	in := decodeArgs(args)
+	exact := len(args) > 0 && in.err == nil
+	ev.noteArgs(args, exact)
 	var staged *call
-	result, err := b.run(ctx, name, args, &ev, &staged)
+	result, err := b.run(ctx, name, in, &ev, &staged)
 	if err != nil {
 		se, ok := guestError(err)
 		if !ok {
@@ -162,7 +166,7 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 		errors.As(err, &se)
 		// The labels the route's result carried: a call that saw them is refused for
 		// export when the image's rules keep them inside.
-		e := b.jr.entry(b.caller.PID, b.caller.CallID, ev.Route, args, result, se, ev.Labels)
+		e := b.jr.entry(b.caller.PID, b.caller.CallID, ev.Route, args, exact, result, se, ev.Labels)
 		entry = &e
 	}
 	ev.DurationMicros = time.Since(start).Microseconds()
@@ -180,7 +184,8 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 	return result, nil
 }
 
-func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *auditEvent, staged **call) (json.RawMessage, error) {
+func (b *Bound) run(ctx context.Context, name string, in syscallArgs, ev *auditEvent, staged **call) (json.RawMessage, error) {
+	args := in.sent
 	c := &b.caller
 	ev.Stage = "route"
 	rt, ok := b.r.routes[name]
@@ -204,7 +209,7 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 			// Nobody is asked to approve text that is not JSON; saying so reveals
 			// nothing about the route's contract.
 			ev.Stage = "args"
-			_, err := validateArgs(rt, args)
+			_, err := validateArgs(rt, in)
 			return nil, err
 		}
 		ev.Approval = &auditApproval{Class: string(class)}
@@ -217,12 +222,12 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 	// a refusal names what the route expects, which a caller without the capability
 	// must not learn (the model has no syscall-schema introspection).
 	ev.Stage = "args"
-	argv, err := validateArgs(rt, args)
+	argv, err := validateArgs(rt, in)
 	if err != nil {
 		return nil, err
 	}
 
-	cl := &call{router: b.r, caller: c, route: rt, raw: args, args: argv, ev: ev, taint: b.taintOf(ctx)}
+	cl := &call{router: b.r, caller: c, route: rt, raw: in.raw, value: in.value, args: argv, ev: ev, taint: b.taintOf(ctx)}
 	if rt.check != nil {
 		// The route's own policy slot, decided before anything is charged or sent.
 		ev.Stage = "policy"
@@ -284,15 +289,29 @@ func (b *Bound) run(ctx context.Context, name string, args json.RawMessage, ev *
 	return out, nil
 }
 
-// validateArgs decodes args strictly and checks them against the route's schema.
-func validateArgs(rt *route, args json.RawMessage) (map[string]any, error) {
+// syscallArgs are a syscall's arguments as sent and as decoded, once, at the boundary.
+type syscallArgs struct {
+	sent  json.RawMessage // as the code sent them
+	raw   json.RawMessage // sent, or "{}" when nothing was sent
+	value jsonexact.Value
+	err   error // why raw is not exact JSON
+}
+
+func decodeArgs(args json.RawMessage) syscallArgs {
+	in := syscallArgs{sent: args, raw: args}
 	if len(args) == 0 {
-		args = json.RawMessage("{}")
+		in.raw = json.RawMessage("{}")
 	}
-	v, err := jsonexact.DecodeAny(args, 0)
-	if err != nil {
-		return nil, errorf(CodeArgumentInvalid, rt.name+": arguments are not valid JSON: "+err.Error(), err)
+	in.value, in.err = jsonexact.Decode(in.raw, 0)
+	return in
+}
+
+// validateArgs checks the decoded arguments against the route's schema.
+func validateArgs(rt *route, in syscallArgs) (map[string]any, error) {
+	if in.err != nil {
+		return nil, errorf(CodeArgumentInvalid, rt.name+": arguments are not valid JSON: "+in.err.Error(), in.err)
 	}
+	v := in.value.ToAny()
 	if err := rt.argsSchema.Validate(v); err != nil {
 		return nil, errorf(CodeArgumentInvalid, rt.name+": "+schemaMessage(err), err)
 	}
@@ -420,13 +439,13 @@ type auditApproval struct {
 // are kept as their digest and size.
 const maxAuditArgs = 1024
 
-func (ev *auditEvent) noteArgs(args json.RawMessage) {
+func (ev *auditEvent) noteArgs(args json.RawMessage, exact bool) {
 	sum := sha256.Sum256(args)
 	ev.ArgsSHA256 = hex.EncodeToString(sum[:])
 	ev.ArgsBytes = len(args)
 	// Only exact JSON is kept whole: the store refuses event data that is not, and a
 	// refusal's audit event must not be lost with it.
-	if len(args) <= maxAuditArgs && jsonexact.Valid(args, 0) {
+	if len(args) <= maxAuditArgs && exact {
 		ev.Args = append(json.RawMessage(nil), args...)
 	}
 }

@@ -292,7 +292,7 @@ func checkAgainstRoute(i int, e tapeEntry) error {
 		return err
 	}
 	if e.Args != nil {
-		if _, err := validateArgs(rt, e.Args); err != nil {
+		if _, err := validateArgs(rt, decodeArgs(e.Args)); err != nil {
 			var se *Error
 			errors.As(err, &se)
 			return bad("args", "args do not match the argument schema of %s, so no call could match them: %s",
@@ -363,7 +363,7 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 	if !ok {
 		return nil, t.fail(&Error{Code: CodeUnknownSyscall, Message: unknownSyscallMessage})
 	}
-	if _, err := validateArgs(rt, args); err != nil {
+	if _, err := validateArgs(rt, decodeArgs(args)); err != nil {
 		var se *Error
 		errors.As(err, &se)
 		return nil, t.fail(errorf(se.Code, fmt.Sprintf("tape entry %d: %s", i, strings.TrimPrefix(se.Message, "syscalls: ")), err))

@@ -88,19 +88,26 @@ var candidateFields = []string{"name", "description", "source_code", "input_sche
 // fields, no duplicate or case-variant keys, valid UTF-8. It does not check the
 // contents; CheckProposal does.
 func ParseCandidate(data []byte) (Candidate, error) {
-	v, err := jsonexact.DecodeAny(data, 0)
+	v, err := jsonexact.Decode(data, 0)
 	if err != nil {
 		return Candidate{}, errorf(CodeInvalidRequest, "the proposal is not exact JSON: %v", err)
 	}
-	obj, ok := v.(map[string]any)
+	return candidateOf(v, data)
+}
+
+// candidateOf is ParseCandidate for a proposal already decoded into v from data (the
+// arguments of propose_jit_tool, decoded once by the adapter): nothing is parsed again.
+func candidateOf(v jsonexact.Value, data []byte) (Candidate, error) {
+	obj, ok := v.ToAny().(map[string]any)
 	if !ok {
-		return Candidate{}, errorf(CodeInvalidRequest, "the proposal must be a JSON object, got %s", jsonexact.KindOf(v))
+		return Candidate{}, errorf(CodeInvalidRequest, "the proposal must be a JSON object, got %s", v.Kind)
 	}
 	if err := exactFields(obj, candidateFields, candidateFields); err != nil {
 		return Candidate{}, err
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil { // keys are unique and exact, checked above
+	// The schemas and tests keep their text as written, compacted.
+	_, raw, err := jsonexact.SplitDecoded(v, data)
+	if err != nil {
 		return Candidate{}, errorf(CodeInvalidRequest, "the proposal: %v", err)
 	}
 	var c Candidate

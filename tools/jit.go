@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
-	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
@@ -182,14 +181,14 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// decodeArgs decodes a call's arguments exactly into a map, refusing unknown and
-// missing fields.
-func decodeArgs(args json.RawMessage, fields []string) (map[string]any, error) {
-	v, err := jsonexact.DecodeAny(args, 0)
+// decodeArgs reads a call's arguments, as the adapter decoded them once, into a map,
+// refusing unknown and missing fields.
+func decodeArgs(call *engine.Call, fields []string) (map[string]any, error) {
+	v, err := call.ArgsValue()
 	if err != nil {
 		return nil, errorf(CodeInvalidRequest, "arguments are not exact JSON: %v", err)
 	}
-	obj, ok := v.(map[string]any)
+	obj, ok := v.ToAny().(map[string]any)
 	if !ok {
 		return nil, errorf(CodeInvalidRequest, "arguments must be a JSON object")
 	}
@@ -228,7 +227,11 @@ func (j *JIT) nameTaken(call *engine.Call, name string) (string, error) {
 
 // propose is propose_jit_tool.
 func (j *JIT) propose(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-	c, err := ParseCandidate(call.Args)
+	v, err := call.ArgsValue()
+	if err != nil {
+		return nil, errorf(CodeInvalidRequest, "the proposal is not exact JSON: %v", err)
+	}
+	c, err := candidateOf(v, call.Args)
 	if err != nil {
 		return nil, err
 	}
@@ -291,8 +294,8 @@ func (j *JIT) candidate(r interface {
 	return c, nil
 }
 
-func candidateArg(args json.RawMessage) (string, error) {
-	obj, err := decodeArgs(args, []string{"candidate_id"})
+func candidateArg(call *engine.Call) (string, error) {
+	obj, err := decodeArgs(call, []string{"candidate_id"})
 	if err != nil {
 		return "", err
 	}
@@ -317,7 +320,7 @@ func settled(c store.Candidate) string {
 
 // validate is validate_jit_tool.
 func (j *JIT) validate(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-	id, err := candidateArg(call.Args)
+	id, err := candidateArg(call)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +445,7 @@ func ReportOf(a store.ValidationAttempt) (Report, error) {
 
 // register is register_jit_tool.
 func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-	id, err := candidateArg(call.Args)
+	id, err := candidateArg(call)
 	if err != nil {
 		return nil, err
 	}

@@ -19,8 +19,18 @@ func parsesOf(t *testing.T, w *world, pid, tool, args string) uint64 {
 }
 
 // "Parse a call's arguments once (in the adapter) and hand the parsed value down":
-// the parses one call costs, end to end (the frame, the arguments, each syscall's
-// arguments and result, the tool's result and what the store parses of its events).
+// the documents one call parses, end to end. Each is named; a layer that parses the
+// arguments again adds one and fails this test.
+//
+//	echo:               the frame (adapter) · tool_called and tool_result (the store
+//	                    checks event data) · the result (settle)                  = 4
+//	JIT tool + kv.put:  echo's 4 · the syscall's arguments, once at the boundary ·
+//	                    its result · its audit event                              = 7
+//	validate (refused): the frame · tool_called and tool_failed (the store)    = 3
+//
+// Before the arguments were handed down these were 4, 9 and 4: the router decoded a
+// syscall's arguments for the audit record, for the route, and again for the journal,
+// and validate_jit_tool decoded its arguments again in the handler.
 func TestParsesPerCall(t *testing.T) {
 	w := newWorld(t)
 	pid := w.spawn(t, engine.Direct, "kv:write")
@@ -29,8 +39,18 @@ func TestParsesPerCall(t *testing.T) {
   return { n: args.n };
 }`
 	w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, "put_once", putOnce, `{"type":"object"}`))))
-	echo := parsesOf(t, w, pid, tools.EchoName, `{"n":1,"s":"x"}`)
-	jit := parsesOf(t, w, pid, "put_once", `{"n":1}`)
-	validate := parsesOf(t, w, pid, tools.ValidateName, idArg("tcand_00000000000000000000000000000000"))
-	t.Logf("parses per call: echo %d, a JIT tool with one kv.put %d, validate_jit_tool (refused) %d", echo, jit, validate)
+	for _, c := range []struct {
+		what, tool, args string
+		max              uint64
+	}{
+		{"echo", tools.EchoName, `{"n":1,"s":"x"}`, 4},
+		{"a JIT tool with one kv.put", "put_once", `{"n":1}`, 7},
+		{"validate_jit_tool of an unknown candidate", tools.ValidateName, idArg("tcand_00000000000000000000000000000000"), 3},
+	} {
+		n := parsesOf(t, w, pid, c.tool, c.args)
+		t.Logf("%s: %d parses", c.what, n)
+		if n > c.max {
+			t.Errorf("%s parses %d documents, more than the %d it needs: a layer parses the arguments again", c.what, n, c.max)
+		}
+	}
 }

@@ -57,7 +57,7 @@ func DeactivateSkill() engine.Tool {
 }
 
 func deactivateSkill(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-	obj, err := decodeArgs(call.Args, []string{"name"})
+	obj, err := decodeArgs(call, []string{"name"})
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func deactivateSkill(ctx context.Context, call *engine.Call) (json.RawMessage, e
 }
 
 func activateSkill(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-	obj, err := decodeArgs(call.Args, []string{"name"})
+	obj, err := decodeArgs(call, []string{"name"})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,13 @@ func SplitObject(data []byte, maxDepth int) (compact []byte, fields map[string]j
 	if err != nil {
 		return nil, nil, err
 	}
+	return SplitDecoded(v, data)
+}
+
+// SplitDecoded is SplitObject for data that Decode has already turned into v: it
+// checks and parses nothing again (a caller that decoded a call's arguments once
+// hands the value down with its text).
+func SplitDecoded(v Value, data []byte) (compact []byte, fields map[string]json.RawMessage, err error) {
 	if v.Kind != Object {
 		return nil, nil, errors.New("not a JSON object")
 	}
