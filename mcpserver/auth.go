@@ -48,8 +48,8 @@ import (
 // A request without a valid token is refused with 401 and a WWW-Authenticate
 // challenge that names the resource metadata; a valid token whose scope does not
 // cover the served process with 403 (insufficient_scope). Every refusal is logged
-// with its code (never the token); a decision about a known principal is recorded
-// in the served process's audit log (engine.Kernel.RecordAccess).
+// with its code (never the token); every decision is accounted for in the served
+// process's audit log (audit, below).
 
 // The scopes of the vocabulary.
 const (
@@ -548,46 +548,152 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		p, err := a.Authenticate(r)
 		if err == nil && !p.Covers(s.pid) {
 			err = liberr.New(layerName, CodeScopeDenied, "the token's scope does not cover process %s (it needs %s or %s)", s.pid, ProcessScope(s.pid), ScopeAllProcesses)
-			s.audit(r.Context(), p, false, err)
+			s.audit(r.Context(), r, p, false, err)
+		} else if err != nil {
+			s.audit(r.Context(), r, nil, false, err)
 		}
 		if err != nil {
 			a.refuse(w, r, s.pid, err)
 			return
 		}
-		s.audit(r.Context(), p, true, nil)
+		s.audit(r.Context(), r, p, true, nil)
 		sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }
 
-// audit records in the process's log the first admission and the first refusal of
-// each principal while the server runs: the log says who used the process, and who
-// was refused, without an entry per request (a client sends many, and the log is
-// durable). Anonymous refusals (no token, a token nobody issued) have no principal
-// to record and are only logged.
-func (s *Server) audit(ctx context.Context, p *Principal, granted bool, refusal error) {
-	key := fmt.Sprint(granted) + "\x00" + p.key()
-	s.authMu.Lock()
-	if s.audited == nil {
-		s.audited = map[string]bool{}
+// Access decisions in the process's audit log (engine.Kernel.RecordAccess). Every
+// decision is accounted for, without an entry per admitted request (a client sends
+// many, and each entry is a synced write):
+//
+//   - a refusal of a known principal (a valid token whose scope does not cover the
+//     process) is recorded at once, one event per request;
+//   - admissions are counted per principal: the first is recorded at once, the next
+//     ones together, as one event with their count, on the first request a minute
+//     (accessEvery) after the last record, and when the server flushes (FlushAccess,
+//     Close);
+//   - refusals before any principal is known (no token, a token that does not
+//     verify) are counted the same way per code and client address, so that a
+//     client without a credential cannot make the server write at its pace.
+//
+// The counts of at most maxTallies keys are kept; beyond, further keys of a kind
+// are counted together (address "*").
+
+// accessEvery is how long counted decisions of one key wait, at most, for the next
+// request that records them.
+const accessEvery = time.Minute
+
+// maxTallies bounds the keys counted between records.
+const maxTallies = 4096
+
+// tally is the decisions of one key not recorded yet.
+type tally struct {
+	acc   engine.Access
+	count int64     // decisions since the last record
+	since time.Time // the first of them
+	last  time.Time // the last record; zero before the first
+}
+
+// audit accounts for one access decision: p is the principal (nil when none was
+// established), refusal the typed error of a refusal.
+func (s *Server) audit(ctx context.Context, r *http.Request, p *Principal, granted bool, refusal error) {
+	acc := engine.Access{Granted: granted, Method: "none", Via: "mcp-http"}
+	if p != nil {
+		acc.Method, acc.Subject, acc.Issuer, acc.ClientID, acc.Scopes = p.Method, p.Subject, p.Issuer, p.ClientID, p.Scopes
 	}
-	seen := s.audited[key]
-	s.audited[key] = true
-	s.authMu.Unlock()
-	if seen {
-		return
-	}
-	acc := engine.Access{Granted: granted, Method: p.Method, Subject: p.Subject, Issuer: p.Issuer,
-		ClientID: p.ClientID, Scopes: p.Scopes, Via: "mcp-http"}
 	if refusal != nil {
 		if e := liberr.Outermost(refusal); e != nil {
 			acc.Code, acc.Reason = string(e.Code), e.Message
 		}
 	}
-	if err := s.k.RecordAccess(context.WithoutCancel(ctx), s.pid, acc); err != nil {
+	if p != nil && !granted {
+		s.record(ctx, acc)
+		return
+	}
+	key := "granted\x00"
+	if p != nil {
+		key += p.key()
+	} else {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		acc.Remote = liberr.Clip(host, 64)
+		key = "anonymous\x00" + acc.Code + "\x00" + acc.Remote
+	}
+	now := time.Now()
+	s.authMu.Lock()
+	if s.tallies == nil {
+		s.tallies = map[string]*tally{}
+	}
+	t := s.tallies[key]
+	if t == nil && len(s.tallies) >= maxTallies {
+		// Too many keys: count this one with the others of its kind.
+		if p != nil {
+			acc.Subject, acc.Issuer, acc.ClientID, acc.Scopes = "*", "", "", nil
+		} else {
+			acc.Remote = "*"
+		}
+		key = key[:strings.IndexByte(key, 0)] + "\x00*" + acc.Code
+		t = s.tallies[key]
+	}
+	if t == nil {
+		t = &tally{acc: acc}
+		s.tallies[key] = t
+	}
+	if t.count == 0 {
+		t.since = now
+	}
+	t.count++
+	due := t.last.IsZero() || now.Sub(t.last) >= accessEvery
+	var rec engine.Access
+	if due {
+		rec = t.acc
+		rec.Count, rec.Since = t.count, t.since
+		t.count, t.last = 0, now
+	}
+	s.authMu.Unlock()
+	if due && !s.record(ctx, countSince(rec)) {
 		s.authMu.Lock()
-		delete(s.audited, key) // recorded next time
+		t.count += rec.Count // recorded next time
+		if t.since.IsZero() || rec.Since.Before(t.since) {
+			t.since = rec.Since
+		}
 		s.authMu.Unlock()
+	}
+}
+
+// countSince leaves Since out of an event that stands for one decision.
+func countSince(a engine.Access) engine.Access {
+	if a.Count <= 1 {
+		a.Since = time.Time{}
+	}
+	return a
+}
+
+func (s *Server) record(ctx context.Context, acc engine.Access) bool {
+	if err := s.k.RecordAccess(context.WithoutCancel(ctx), s.pid, acc); err != nil {
 		s.log.Error("mcp: could not record an access decision", "pid", s.pid, "err", err)
+		return false
+	}
+	return true
+}
+
+// FlushAccess records the access decisions counted and not recorded yet. Call it
+// before the kernel closes; Close calls it too.
+func (s *Server) FlushAccess(ctx context.Context) {
+	s.authMu.Lock()
+	var recs []engine.Access
+	for _, t := range s.tallies {
+		if t.count > 0 {
+			rec := t.acc
+			rec.Count, rec.Since = t.count, t.since
+			recs = append(recs, countSince(rec))
+			t.count = 0
+		}
+	}
+	s.authMu.Unlock()
+	for _, rec := range recs {
+		s.record(ctx, rec)
 	}
 }
 
@@ -734,5 +840,5 @@ func loopback(host string) bool {
 type authState struct {
 	auth    *Authorizer
 	authMu  sync.Mutex
-	audited map[string]bool
+	tallies map[string]*tally
 }

@@ -406,14 +406,27 @@ func TestOAuthResourceServer(t *testing.T) {
 		}
 	})
 
-	t.Run("refusals of known principals are audited, anonymous ones only logged", func(t *testing.T) {
+	t.Run("every refusal is audited: known principals' one by one, anonymous ones counted by code and address", func(t *testing.T) {
 		refused := eventsOf(t, p.k, p.pid, engine.EventClientRefused)
 		subjects := map[any]any{}
+		anonymous := map[any]float64{}
 		for _, e := range refused {
+			if e["method"] == "none" {
+				if e["subject"] != "" || e["remote"] != "127.0.0.1" {
+					t.Errorf("an anonymous refusal names a subject or no address: %v", e)
+				}
+				anonymous[e["code"]] += e["count"].(float64)
+				continue
+			}
 			subjects[e["subject"]] = e["code"]
 		}
-		if len(refused) != 2 || subjects["bob"] != CodeScopeDenied || subjects["carol"] != CodeScopeDenied {
+		if len(subjects) != 2 || subjects["bob"] != CodeScopeDenied || subjects["carol"] != CodeScopeDenied {
 			t.Fatalf("client_refused events = %v, want bob's and carol's scope_denied", refused)
+		}
+		for _, c := range cases {
+			if c.code != CodeScopeDenied && anonymous[string(c.code)] == 0 {
+				t.Errorf("no client_refused event accounts for the refusal %q (%s): %v", c.rule, c.code, anonymous)
+			}
 		}
 		logs := p.logs.String()
 		for _, c := range cases {
@@ -744,6 +757,65 @@ func BenchmarkAuthenticate(b *testing.B) {
 			}
 		})
 	}
+	// A static token kept to its file: the look at the file once a second.
+	file := filepath.Join(b.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte(line+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	fa, err := NewAuthorizer(AuthConfig{TokenFile: file})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("static-file", func(b *testing.B) {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.Header.Set("Authorization", "Bearer "+secret)
+		for b.Loop() {
+			if _, err := fa.Authenticate(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// What auditing an admission adds: counted (what the server does), and recorded
+	// one synced event per request (what it does not, for this cost).
+	ctx := context.Background()
+	st, err := store.Open(b.TempDir(), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	k, err := engine.Open(ctx, st, engine.Config{Builtins: []engine.Tool{tools.Echo()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer k.Close()
+	pid, err := k.Spawn(ctx, engine.ProcessConfig{Tools: []string{"echo"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(k, pid, Options{Name: "bench", Version: "1", Auth: a})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Header.Set("Authorization", "Bearer "+secret)
+	p, err := a.Authenticate(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("audit-counted", func(b *testing.B) {
+		for b.Loop() {
+			s.audit(ctx, r, p, true, nil)
+		}
+	})
+	b.Run("audit-per-request", func(b *testing.B) {
+		acc := engine.Access{Granted: true, Method: p.Method, Subject: p.Subject, Scopes: p.Scopes, Via: "mcp-http"}
+		for b.Loop() {
+			if err := k.RecordAccess(ctx, pid, acc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // TestTokenFileReload: the server keeps to its token file while it runs ("revoked
@@ -814,5 +886,90 @@ func TestTokenFileReload(t *testing.T) {
 	}
 	if strings.Contains(p.logs.String(), aSecret) || strings.Contains(p.logs.String(), bSecret) {
 		t.Fatal("a token is in the log")
+	}
+}
+
+// TestAccessDecisionsAudited: "every capability decision is audited". A refusal of a
+// known principal is one event per request; admissions, and refusals before any
+// principal is known, are counted per key and recorded together (the first at once,
+// the rest a minute later or when the server flushes), so the counts in the log add
+// up to every decision taken.
+func TestAccessDecisionsAudited(t *testing.T) {
+	var mine, other string
+	p := serveProtected(t, func(pid, _ string) AuthConfig {
+		var lines [2]string
+		var err error
+		if mine, lines[0], err = NewToken("mine", []string{ProcessScope(pid)}); err != nil {
+			t.Fatal(err)
+		}
+		if other, lines[1], err = NewToken("other", []string{ProcessScope("pid_other")}); err != nil {
+			t.Fatal(err)
+		}
+		toks, err := ParseTokenFile([]byte(lines[0] + "\n" + lines[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return AuthConfig{Tokens: toks}
+	})
+	sent := map[string]int{}
+	send := func(authz string, n int, want int) {
+		t.Helper()
+		for range n {
+			if r := post(t, p.url, authz); r.status != want {
+				t.Fatalf("%q: %d, want %d", authz, r.status, want)
+			}
+		}
+		sent[authz] += n
+	}
+	// counts sums the count of the events of typ by method and subject.
+	counts := func(typ string) (map[string]float64, int) {
+		evs := eventsOf(t, p.k, p.pid, typ)
+		out := map[string]float64{}
+		for _, e := range evs {
+			out[e["method"].(string)+" "+e["subject"].(string)] += e["count"].(float64)
+		}
+		return out, len(evs)
+	}
+	send("Bearer "+mine, 5, http.StatusOK)
+	send("Bearer "+other, 3, http.StatusForbidden)
+	send("", 4, http.StatusUnauthorized)
+
+	// At once: the first admission, every refusal of the known principal, the first
+	// anonymous refusal.
+	granted, n := counts(engine.EventClientAuthorized)
+	if n != 1 || granted["token mine"] != 1 {
+		t.Fatalf("client_authorized before the flush: %v in %d events, want mine's first", granted, n)
+	}
+	refused, n := counts(engine.EventClientRefused)
+	if n != 4 || refused["token other"] != 3 || refused["none "] != 1 {
+		t.Fatalf("client_refused before the flush: %v in %d events, want other's three and the first anonymous one", refused, n)
+	}
+
+	// A key whose last record is a minute old is recorded with the next decision.
+	p.s.authMu.Lock()
+	for _, tl := range p.s.tallies {
+		tl.last = tl.last.Add(-2 * accessEvery)
+	}
+	p.s.authMu.Unlock()
+	send("Bearer "+mine, 1, http.StatusOK)
+	if granted, n = counts(engine.EventClientAuthorized); n != 2 || granted["token mine"] != 6 {
+		t.Fatalf("client_authorized a minute on: %v in %d events, want 1 then 5", granted, n)
+	}
+
+	// The flush records the rest: the counts add up to every decision.
+	send("Bearer "+mine, 2, http.StatusOK)
+	p.s.FlushAccess(context.Background())
+	granted, _ = counts(engine.EventClientAuthorized)
+	refused, _ = counts(engine.EventClientRefused)
+	if granted["token mine"] != float64(sent["Bearer "+mine]) || refused["token other"] != float64(sent["Bearer "+other]) || refused["none "] != float64(sent[""]) {
+		t.Fatalf("after the flush: granted %v, refused %v; sent %v", granted, refused, sent)
+	}
+	for _, e := range eventsOf(t, p.k, p.pid, engine.EventClientAuthorized) {
+		if e["count"].(float64) > 1 && e["since"] == nil {
+			t.Errorf("an event of several decisions does not say since when: %v", e)
+		}
+	}
+	if evs := allEvents(t, p.k, p.pid); strings.Contains(evs, mine) || strings.Contains(evs, other) {
+		t.Fatal("a token is in the store")
 	}
 }

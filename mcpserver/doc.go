@@ -37,9 +37,9 @@
 // access token of one OAuth issuer, checked against its JWKS) has a scope covering the
 // served process; others get 401 or 403 with RFC 6750 challenges naming the RFC 9728
 // metadata (MetadataHandler). It reads tokens from the Authorization header and keys
-// from the issuer; it writes refusals to the logger and the first admission and
-// refusal of each principal to the process's audit log (engine.Kernel.RecordAccess),
-// never a token. CheckExposure is the rule that an HTTP server beyond loopback needs
+// from the issuer; it writes refusals to the logger and accounts for every access
+// decision in the process's audit log (engine.Kernel.RecordAccess; refusals of known
+// principals one by one, the others counted), never a token. CheckExposure is the rule that an HTTP server beyond loopback needs
 // authentication and TLS.
 //
 // Approvals through the client (approval.go), resources, prompts and the Skills

@@ -107,11 +107,13 @@ func New(k *engine.Kernel, pid string, opts Options) (*Server, error) {
 // transports skip the exact check of every message (see gate.go).
 func (s *Server) MCP() *mcp.Server { return s.srv }
 
-// Close stops following the kernel's tool changes. It does not close sessions.
+// Close stops following the kernel's tool changes and records the access
+// decisions counted and not recorded yet (FlushAccess). It does not close sessions.
 func (s *Server) Close() {
 	if s.unsub != nil {
 		s.unsub()
 	}
+	s.FlushAccess(context.Background())
 }
 
 // sync makes the SDK's registry equal to the projection: tools added or changed are

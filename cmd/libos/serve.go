@@ -337,6 +337,9 @@ func serveHTTP(ctx context.Context, e *env, sys *system, bridge *mcpserver.Serve
 	case <-ctx.Done():
 	}
 	e.log.Info("stopping: waiting for calls in flight")
+	// The access decisions counted and not recorded yet go to the log while the
+	// kernel takes them.
+	bridge.FlushAccess(context.WithoutCancel(ctx))
 	_ = sys.k.Close()
 	// The calls are settled; their answers are being written. Wait for every POST in
 	// flight to be answered, then end the sessions, whose event streams (GET /mcp)
