@@ -2,12 +2,16 @@
 // one line per scenario and a closing line "N passed, N failed, N not applicable".
 // A failed check counts as not applicable only when not-applicable.tsv lists it (a check
 // that needs the suite's own fixtures by name); every other failed check fails its
-// scenario. Scenarios the suite does not score (extension, pending) are listed apart.
+// scenario. A warning (a SHOULD the server does not meet) is named on its scenario's
+// line. Scenarios the suite does not score because they are new or pending in it
+// (added-after-release, pending: json-schema-2020-12, http-header-validation, ...) are
+// requirements of the revision all the same and count here; only extensions the
+// server does not declare (the tasks extension) are listed apart, unscored.
 import fs from 'node:fs';
 import path from 'node:path';
 
-// With a fifth argument "all", scenarios the suite does not score count as well (the
-// extension scenarios run by name).
+// With a fifth argument "all", extension scenarios count as well (the Skills
+// extension's, run by name).
 const [outDir, logFile, naFile, label, scoreAll] = process.argv.slice(2);
 const na = new Map();
 for (const line of fs.readFileSync(naFile, 'utf8').split('\n')) {
@@ -21,7 +25,7 @@ for (const line of fs.readFileSync(naFile, 'utf8').split('\n')) {
 }
 const reasonFor = (scenario, check) => na.get(`${scenario}\t${check}`) ?? na.get(`${scenario}\t*`);
 const unscored = new Set();
-for (const m of fs.readFileSync(logFile, 'utf8').matchAll(/^\s+[✓✗] (\S+) \((extension|pending|added-after-release)\)$/gm)) {
+for (const m of fs.readFileSync(logFile, 'utf8').matchAll(/^\s+[✓✗] (\S+) \((extension)\)$/gm)) {
   unscored.add(m[1]);
 }
 const byScenario = new Map();
@@ -53,9 +57,13 @@ for (const [scenario, checks] of byScenario) {
     verdict = 'PASS';
     if (excused.length > 0) note = `${excused.length} check(s) not applicable: ` + excused.map((c) => `${c.id} (${reasonFor(scenario, c.id)})`).join(', ');
   }
+  const warned = checks.filter((c) => c.status === 'WARNING');
+  if (warned.length > 0) {
+    note += (note ? '; ' : '') + `${warned.length} warning(s): ` + warned.map((c) => `${c.id}: ${(c.errorMessage ?? '').slice(0, 120)}`).join('; ');
+  }
   const line = `${label} ${verdict} ${scenario} (${ok}/${checks.length} checks)${note ? ' — ' + note : ''}`;
   if (unscored.has(scenario) && scoreAll !== 'all') {
-    skippedLines.push(line + ' [not scored by the suite]');
+    skippedLines.push(line + ' [extension: not scored]');
     continue;
   }
   console.log(line);
