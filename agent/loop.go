@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/internal/randid"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
@@ -161,11 +161,7 @@ func Resume(ctx context.Context, cfg Config, runID string) (*Report, error) {
 	return r.loop(ctx)
 }
 
-func newRunID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "run_" + hex.EncodeToString(b[:])
-}
+func newRunID() string { return randid.New("run_") }
 
 func (r *run) report(reason string) *Report {
 	return &Report{RunID: r.id, Steps: r.step, Usage: r.usage, Reason: reason, Final: r.final, Calls: r.calls}

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/engine/render"
+	"github.com/agentlibos/libos/internal/randid"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -273,13 +272,8 @@ func storageErr(what string, err error) *Error {
 	return &Error{Layer: layer, Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
 }
 
-func newID(prefix string) string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("engine: no randomness: " + err.Error())
-	}
-	return prefix + hex.EncodeToString(b[:])
-}
+// newID makes the kernel's IDs (processes, calls, approvals, checkpoints).
+var newID = randid.New
 
 // enter registers a call in flight, refusing it when the kernel is closed.
 func (k *Kernel) enter() error {

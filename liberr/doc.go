@@ -3,9 +3,9 @@
 // data and the wrapped cause.
 //
 // It owns the Error type, its matching rules (errors.Is compares codes, across
-// layers; errors.As finds the one type whichever package made it) and the helpers
-// every package shares (CodeOf, Clip). It must not import any other package of the
-// module: everything imports it.
+// layers; errors.As finds the one type whichever package made it; AsLayer finds the
+// error one layer made) and the helpers every package shares (CodeOf, CodeOr, Clip).
+// It must not import any other package of the module: everything imports it.
 //
 // Data comes from the packages that fail (store, wasm, syscalls, tools, engine) and
 // goes to whoever reports the failure: the model (a tool result or a rejected

@@ -3,8 +3,6 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentlibos/libos/internal/randid"
 )
 
 // DefaultMaxBodyBytes bounds the body of one HTTP POST, as DefaultMaxLineBytes bounds
@@ -197,9 +197,7 @@ func (c *callSlot) bind(ctx context.Context) (context.Context, context.CancelFun
 // track records a stateless call in flight under its id and returns its slot's
 // token; forget removes it.
 func (s *Server) track(id string) (tok string, forget func()) {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	tok = hex.EncodeToString(b[:])
+	tok = randid.New("")
 	slot := &callSlot{}
 	s.callMu.Lock()
 	if s.inflight == nil {

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/internal/randid"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
@@ -173,13 +173,8 @@ const reportOutput = `{"type":"object","properties":{
 "tests":{"type":"array"},"validated_at":{"type":"string"}},
 "required":["ok","errors","warnings","logs","tests","validated_at"],"additionalProperties":false}`
 
-func newID(prefix string) string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("tools: no randomness: " + err.Error())
-	}
-	return prefix + hex.EncodeToString(b[:])
-}
+// newID makes the lifecycle's IDs (candidates, tools).
+var newID = randid.New
 
 // decodeArgs reads a call's arguments, as the adapter decoded them once, into a map,
 // refusing unknown and missing fields.

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,26 +27,14 @@ scope and when it was bound. A killed process keeps its records.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: pidArgs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var bs []store.Binding
-			if err := e.op(cmd.Context(), opRequest{Op: "bindings", PID: args[0]}, &bs); err != nil {
-				return err
-			}
-			if bs == nil {
-				bs = []store.Binding{}
-			}
-			if asJSON {
-				return writeJSON(e.stdout, bs)
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTOOL\tCANDIDATE\tCANDIDATE PID\tSCOPE\tCREATED")
-			for _, b := range bs {
-				owner := b.CandidatePID
-				if owner == "" {
-					owner = b.PID
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(b.Name), b.ToolID, b.CandidateID, owner, b.Scope, b.Created.UTC().Format(time.RFC3339))
-			}
-			return tw.Flush()
+			return opTable(cmd.Context(), e, opRequest{Op: "bindings", PID: args[0]}, asJSON,
+				"NAME\tTOOL\tCANDIDATE\tCANDIDATE PID\tSCOPE\tCREATED", func(w io.Writer, b store.Binding) {
+					owner := b.CandidatePID
+					if owner == "" {
+						owner = b.PID
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(b.Name), b.ToolID, b.CandidateID, owner, b.Scope, b.Created.UTC().Format(time.RFC3339))
+				})
 		},
 	}
 	bindings.Flags().BoolVar(&asJSON, "json", false, "print the bindings as JSON")

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/internal/randid"
 	"github.com/agentlibos/libos/syscalls"
 )
 
@@ -39,9 +38,7 @@ const summaryCandidate = `{
 // are nowhere in it.
 func (d *demo) egress() error {
 	d.title("Governed egress: a JIT tool fetches JSON with a secret header, from an allow-listed host only")
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	token := "demo-" + hex.EncodeToString(b[:])
+	token := randid.New("demo-")
 	// The secret lives in the host's environment; the image names only the variable.
 	if err := os.Setenv("LIBOS_DEMO_TOKEN", token); err != nil {
 		return err

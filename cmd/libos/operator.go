@@ -294,22 +294,10 @@ of that process, decided ones included.`,
 			if len(args) == 1 {
 				r.PID = args[0]
 			}
-			var list []engine.Approval
-			if err := e.op(cmd.Context(), r, &list); err != nil {
-				return err
-			}
-			if list == nil {
-				list = []engine.Approval{}
-			}
-			if asJSON {
-				return writeJSON(e.stdout, list)
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "APPROVAL\tPID\tSTATE\tKIND\tSUBJECT\tARGUMENTS\tDEADLINE")
-			for _, a := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.PID, a.State, a.Kind, a.Subject, a.Args, a.Deadline.UTC().Format(time.RFC3339))
-			}
-			return tw.Flush()
+			return opTable(cmd.Context(), e, r, asJSON,
+				"APPROVAL\tPID\tSTATE\tKIND\tSUBJECT\tARGUMENTS\tDEADLINE", func(w io.Writer, a engine.Approval) {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.PID, a.State, a.Kind, a.Subject, a.Args, a.Deadline.UTC().Format(time.RFC3339))
+				})
 		},
 	}
 	approvals.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -507,4 +495,25 @@ tool); the exit status is 1 when any document is invalid.`,
 	}
 	skills.AddCommand(check)
 	return skills
+}
+
+// opTable runs the listing r and prints its rows: as a JSON array with asJSON (an
+// empty list is [], never null), else as a table under header, one row a line.
+func opTable[T any](ctx context.Context, e *env, r opRequest, asJSON bool, header string, row func(io.Writer, T)) error {
+	var list []T
+	if err := e.op(ctx, r, &list); err != nil {
+		return err
+	}
+	if list == nil {
+		list = []T{}
+	}
+	if asJSON {
+		return writeJSON(e.stdout, list)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, v := range list {
+		row(tw, v)
+	}
+	return tw.Flush()
 }

@@ -203,22 +203,10 @@ func (d *decoder) object(depth int) (Value, error) {
 			return Value{}, err
 		}
 		d.members = append(d.members, Member{Key: key, Val: val})
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return Value{}, d.fail(Malformed, "unexpected end of JSON input in object")
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-			d.skipSpace()
-		case '}':
-			d.pos++
-			o := slices.Clone(d.members[base:])
-			clear(d.members[base:])
-			d.members = d.members[:base]
-			return Value{Kind: Object, O: o}, nil
-		default:
-			return Value{}, d.fail(Malformed, "invalid character %s after object member", quoteByte(d.data[d.pos]))
+		if end, err := d.next('}', "object", "object member"); err != nil {
+			return Value{}, err
+		} else if end {
+			return Value{Kind: Object, O: pop(&d.members, base)}, nil
 		}
 	}
 }
@@ -240,24 +228,41 @@ func (d *decoder) array(depth int) (Value, error) {
 			return Value{}, err
 		}
 		d.elems = append(d.elems, val)
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return Value{}, d.fail(Malformed, "unexpected end of JSON input in array")
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-			d.skipSpace()
-		case ']':
-			d.pos++
-			a := slices.Clone(d.elems[base:])
-			clear(d.elems[base:])
-			d.elems = d.elems[:base]
-			return Value{Kind: Array, A: a}, nil
-		default:
-			return Value{}, d.fail(Malformed, "invalid character %s after array element", quoteByte(d.data[d.pos]))
+		if end, err := d.next(']', "array", "array element"); err != nil {
+			return Value{}, err
+		} else if end {
+			return Value{Kind: Array, A: pop(&d.elems, base)}, nil
 		}
 	}
+}
+
+// next reads what follows a member of an object or an element of an array: a ','
+// (another comes) or closer (the container ends, end is true). Anything else, or the
+// end of the input, is malformed; in names the container and after what precedes.
+func (d *decoder) next(closer byte, in, after string) (end bool, err error) {
+	d.skipSpace()
+	if d.pos >= len(d.data) {
+		return false, d.fail(Malformed, "unexpected end of JSON input in %s", in)
+	}
+	switch d.data[d.pos] {
+	case ',':
+		d.pos++
+		d.skipSpace()
+		return false, nil
+	case closer:
+		d.pos++
+		return true, nil
+	}
+	return false, d.fail(Malformed, "invalid character %s after %s", quoteByte(d.data[d.pos]), after)
+}
+
+// pop returns a copy of the scratch stack's entries from base on and truncates the
+// stack to base, cleared, so that the pooled decoder keeps no reference to a value.
+func pop[T any](stack *[]T, base int) []T {
+	out := slices.Clone((*stack)[base:])
+	clear((*stack)[base:])
+	*stack = (*stack)[:base]
+	return out
 }
 
 func (d *decoder) number() (Value, error) {
