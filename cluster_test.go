@@ -42,20 +42,24 @@ func freePorts(t testing.TB, n int) []string {
 type host struct {
 	name, dir, listen, clusterAddr string
 	routes                         []string
+	cache                          string            // the compilation cache the hosts share
 	labels                         map[string]string // ClusterOptions.ServeLabels
 	sys                            *libos.System
 }
 
+// open opens h's System. It may run on its own goroutine, so a failure is reported with
+// Errorf and startHosts stops the test once every host has tried.
 func (h *host) open(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sys, err := libos.Open(ctx, h.dir, libos.Options{Cluster: &libos.ClusterOptions{
+	sys, err := libos.Open(ctx, h.dir, libos.Options{CacheDir: h.cache, Cluster: &libos.ClusterOptions{
 		Host: h.name, Listen: h.listen, ClusterListen: h.clusterAddr, Routes: h.routes,
 		LeaseTTL: testLeaseTTL, Logf: t.Logf, ServeLabels: h.labels,
 	}})
 	if err != nil {
-		t.Fatalf("open %s: %v", h.name, err)
+		t.Errorf("open %s: %v", h.name, err)
+		return
 	}
 	h.sys = sys
 }
@@ -65,10 +69,17 @@ func (h *host) open(t testing.TB) {
 // labels[i], when given, is host i's ServeLabels.
 func startHosts(t testing.TB, n int, labels ...map[string]string) []*host {
 	t.Helper()
+	// The guest is compiled once, before the hosts start, rather than by every host at
+	// once under the 60 s bound of its Open (three parallel compiles under the race
+	// detector on a busy machine can take longer than that).
+	cache := t.TempDir()
+	if err := libos.WarmCache(context.Background(), cache); err != nil {
+		t.Fatalf("warm the compilation cache: %v", err)
+	}
 	clients, routes := freePorts(t, n), freePorts(t, n)
 	hs := make([]*host, n)
 	for i := range hs {
-		hs[i] = &host{name: fmt.Sprintf("h%d", i), dir: filepath.Join(t.TempDir(), "store"), listen: clients[i], clusterAddr: routes[i]}
+		hs[i] = &host{name: fmt.Sprintf("h%d", i), dir: filepath.Join(t.TempDir(), "store"), listen: clients[i], clusterAddr: routes[i], cache: cache}
 		if i < len(labels) {
 			hs[i].labels = labels[i]
 		}
@@ -91,6 +102,9 @@ func startHosts(t testing.TB, n int, labels ...map[string]string) []*host {
 			}
 		}
 	})
+	if t.Failed() {
+		t.FailNow()
+	}
 	return hs
 }
 
