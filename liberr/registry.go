@@ -140,7 +140,7 @@ var registry = []registered{
 	{"token_issuer", "mcpserver", "The access token's iss is not the configured OAuth issuer (HTTP 401)."},
 	{"too_many_redirects", "syscalls", "A fetch was redirected more often than the image allows."},
 	{"tool_conflict", "engine", "Installing a tool whose name is already in the process table, or removing one that is not there."},
-	{"tool_failed", "engine tools", "A tool's handler (or a JIT tool's program) failed without a code of its own."},
+	{"tool_failed", "cmd/libos cmd/libos/internal/diag engine mcpserver tools", "A tool's handler (or a JIT tool's program) failed without a code of its own; the CLI and the MCP server also report it for a failure that carries no code."},
 	{"tool_not_allowed", "engine", "The tool is in the process table but the visibility gate (the process's allowed-tool set) refuses it."},
 	{"transpile_warning", "jsbundle", "A warning of the TypeScript compiler, kept as a diagnostic."},
 	{"trap", "wasm", "The instance trapped; it was discarded and the engine stays usable."},

@@ -351,7 +351,7 @@ func validateOne(ctx context.Context, run validator, file string, raw []byte) (c
 		// A file that is not a candidate is a rejected candidate, as a malformed
 		// proposal is: its code says why.
 		r.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-		r.Errors = append(r.Errors, los.Diagnostic{Code: codeOf(err), Message: err.Error()})
+		r.Errors = append(r.Errors, los.Diagnostic{Code: string(liberr.CodeOr(err, "invalid_request")), Message: err.Error()})
 		return r, nil
 	}
 	r.Name = c.Name
@@ -368,14 +368,6 @@ func validateOne(ctx context.Context, run validator, file string, raw []byte) (c
 		r.Tests = append(r.Tests, testResult{Index: t.Index, OK: t.OK, Error: t.Error, Observed: t.Observed})
 	}
 	return r, nil
-}
-
-func codeOf(err error) string {
-	var c interface{ ErrorCode() string }
-	if ok := asCoder(err, &c); ok {
-		return c.ErrorCode()
-	}
-	return "invalid_request"
 }
 
 // position renders a diagnostic's place. A diagnostic's line and column count in the
@@ -635,8 +627,6 @@ func (p *progress) done() {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 }
-
-func asCoder(err error, c *interface{ ErrorCode() string }) bool { return errors.As(err, c) }
 
 // storeValidator proposes and validates each candidate in one fresh process of the
 // store, through the host API: the same tools a model calls, with the same records.
