@@ -205,9 +205,11 @@ func (b *Bound) run(ctx context.Context, name string, in syscallArgs, ev *auditE
 
 	ev.Stage = "approval"
 	if class := effectiveApproval(rt, c); class == ApprovalOperator {
-		if len(args) > 0 && !json.Valid(args) {
-			// Nobody is asked to approve text that is not JSON; saying so reveals
-			// nothing about the route's contract.
+		if in.err != nil {
+			// Nobody is asked to approve text that is not exact JSON (syntax, duplicate
+			// keys, lone surrogates, invalid UTF-8, depth): what an operator reads must be
+			// what the provider would get. Saying so reveals nothing about the route's
+			// contract.
 			ev.Stage = "args"
 			_, err := validateArgs(rt, in)
 			return nil, err
