@@ -512,7 +512,13 @@ func TestToolAnnotations(t *testing.T) {
 // running call's guest within its poll interval and settles the call as cancelled in
 // the audit log".
 func TestStatelessCallCancelledByClosingItsRequest(t *testing.T) {
-	sys, pid, url := served(t, engine.Direct)
+	// The image whose JIT calls may run a minute: the call ends by its cancellation,
+	// never by its wall time.
+	img, err := image.LoadImage(os.DirFS("../testdata/images"), "jit-session.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, pid, url := servedImage(t, img)
 	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "closer", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
 	if err != nil {
