@@ -380,11 +380,53 @@ func isWrongLast(err error) bool {
 // batch that also creates new processes (a fork) goes on the subject of the one that
 // exists; a new process's lease is taken here.
 func (n *Node) Replicate(ctx context.Context, b *store.Batch) (string, uint64, error) {
+	pid, prev, epoch, err := n.place(ctx, b)
+	if err != nil {
+		return "", 0, err
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.AckTimeout)
+	defer cancel()
+	seq, err := n.publish(actx, pid, prev, epoch, b.Ops)
+	return pid, seq, n.published(pid, err)
+}
+
+// Submit is Replicate with the acknowledgement awaited by wait: the message is
+// published (in the order Submit is called) without waiting, so batches of different
+// processes are in flight together. The store submits at most one batch per process
+// at a time, so each process's compare-and-set still sees its previous batch.
+func (n *Node) Submit(ctx context.Context, b *store.Batch) (func() (string, uint64, error), error) {
+	pid, prev, epoch, err := n.place(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	m := n.message(pid, prev, epoch, b.Ops)
+	fut, err := n.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(prev),
+		jetstream.WithMsgID(batchID(pid, prev, epoch, b.Ops)))
+	if err != nil {
+		return nil, errorf(CodeReplicationFailed, err, "publish a batch of %s: %v", pid, err)
+	}
+	return func() (string, uint64, error) {
+		t := time.NewTimer(n.cfg.AckTimeout)
+		defer t.Stop()
+		select {
+		case ack := <-fut.Ok():
+			return pid, ack.Sequence, nil
+		case err := <-fut.Err():
+			return "", 0, n.published(pid, err)
+		case <-t.C:
+			return "", 0, n.published(pid, context.DeadlineExceeded)
+		}
+	}, nil
+}
+
+// place checks b and this host's right to write it, and returns the process whose
+// subject it goes on, that process's position here and the fencing token.
+func (n *Node) place(ctx context.Context, b *store.Batch) (pid string, prev, epoch uint64, err error) {
 	idx := -1
 	for i, pos := range b.Positions {
 		if pos > 0 {
 			if idx >= 0 {
-				return "", 0, errorf(CodeCrossProcessBatch, nil, "one batch writes two existing processes, %s and %s: one message cannot compare-and-set both logs", b.PIDs[idx], b.PIDs[i])
+				return "", 0, 0, errorf(CodeCrossProcessBatch, nil, "one batch writes two existing processes, %s and %s: one message cannot compare-and-set both logs", b.PIDs[idx], b.PIDs[i])
 			}
 			idx = i
 		}
@@ -392,9 +434,9 @@ func (n *Node) Replicate(ctx context.Context, b *store.Batch) (string, uint64, e
 	if idx < 0 {
 		idx = 0
 	}
-	pid, prev := b.PIDs[idx], b.Positions[idx]
+	pid, prev = b.PIDs[idx], b.Positions[idx]
 	if len(b.Ops)+len(n.Subject(pid))+headerRoom > n.maxPayload {
-		return "", 0, errorf(CodeBatchTooLarge, nil, "a write batch of %s is %d bytes; one message of the stream holds at most %d", pid, len(b.Ops), n.maxPayload-headerRoom)
+		return "", 0, 0, errorf(CodeBatchTooLarge, nil, "a write batch of %s is %d bytes; one message of the stream holds at most %d", pid, len(b.Ops), n.maxPayload-headerRoom)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.AckTimeout)
 	defer cancel()
@@ -404,43 +446,52 @@ func (n *Node) Replicate(ctx context.Context, b *store.Batch) (string, uint64, e
 		}
 		if _, err := n.acquire(actx, p); err != nil {
 			if errors.Is(err, jetstream.ErrKeyExists) {
-				return "", 0, errorf(CodeLeaseLost, err, "process %s is leased by another host", p)
+				return "", 0, 0, errorf(CodeLeaseLost, err, "process %s is leased by another host", p)
 			}
-			return "", 0, errorf(CodeReplicationFailed, err, "take the lease of new process %s: %v", p, err)
+			return "", 0, 0, errorf(CodeReplicationFailed, err, "take the lease of new process %s: %v", p, err)
 		}
 	}
 	l, ok := n.valid(pid)
 	if !ok {
-		return "", 0, errorf(CodeLeaseLost, nil, "this host (%s) does not hold the lease of %s", n.cfg.Host, pid)
+		return "", 0, 0, errorf(CodeLeaseLost, nil, "this host (%s) does not hold the lease of %s", n.cfg.Host, pid)
 	}
-	// Replicate runs under the store's write lock, and the applier notes a message's
-	// token before it applies the message under the same lock: a fence this host has
+	// The store calls under its write lock, and the applier notes a message's token
+	// before it applies the message under the same lock: a fence this host has
 	// applied is known here.
 	n.mu.Lock()
 	newer := n.epochs[pid] > l.epoch
 	n.mu.Unlock()
 	if newer {
 		n.lose(pid, "another host took it over")
-		return "", 0, errorf(CodeLeaseLost, nil, "process %s was taken over by another host after this host (%s) took its lease", pid, n.cfg.Host)
+		return "", 0, 0, errorf(CodeLeaseLost, nil, "process %s was taken over by another host after this host (%s) took its lease", pid, n.cfg.Host)
 	}
-	seq, err := n.publish(actx, pid, prev, l.epoch, b.Ops)
-	if err != nil {
-		if isWrongLast(err) {
-			n.lose(pid, "another host appended to its log")
-			return "", 0, errorf(CodeLeaseLost, err, "the log of %s moved on without this host (%s): it lost the lease", pid, n.cfg.Host)
-		}
-		return "", 0, errorf(CodeReplicationFailed, err, "the stream did not acknowledge a batch of %s: %v", pid, err)
-	}
-	return pid, seq, nil
+	return pid, prev, l.epoch, nil
 }
 
-func (n *Node) publish(ctx context.Context, pid string, prev, epoch uint64, ops []byte) (uint64, error) {
+// published turns the outcome of a publish of pid's batch into the node's error.
+func (n *Node) published(pid string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isWrongLast(err) {
+		n.lose(pid, "another host appended to its log")
+		return errorf(CodeLeaseLost, err, "the log of %s moved on without this host (%s): it lost the lease", pid, n.cfg.Host)
+	}
+	return errorf(CodeReplicationFailed, err, "the stream did not acknowledge a batch of %s: %v", pid, err)
+}
+
+func (n *Node) message(pid string, prev, epoch uint64, ops []byte) *nats.Msg {
 	m := nats.NewMsg(n.Subject(pid))
 	m.Data = ops
 	m.Header.Set(HeaderPID, pid)
 	m.Header.Set(HeaderPrev, strconv.FormatUint(prev, 10))
 	m.Header.Set(HeaderEpoch, strconv.FormatUint(epoch, 10))
 	m.Header.Set(HeaderHost, n.cfg.Host)
+	return m
+}
+
+func (n *Node) publish(ctx context.Context, pid string, prev, epoch uint64, ops []byte) (uint64, error) {
+	m := n.message(pid, prev, epoch, ops)
 	ack, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(prev),
 		jetstream.WithMsgID(batchID(pid, prev, epoch, ops)))
 	if err != nil {

@@ -23,6 +23,16 @@ type Replicator interface {
 	Replicate(ctx context.Context, b *Batch) (pid string, pos uint64, err error)
 }
 
+// PipelinedReplicator is a Replicator that can have several batches in flight, each
+// of a different process: Submit hands b over (in the order the store calls it, under
+// its write lock) and returns at once; wait returns what Replicate would have. The
+// store submits only batches of one process (UpdateProcess) this way, at most one
+// per process at a time, and applies each after its wait returns.
+type PipelinedReplicator interface {
+	Replicator
+	Submit(ctx context.Context, b *Batch) (wait func() (pid string, pos uint64, err error), err error)
+}
+
 // Batch is a write batch as the Replicator sees it.
 type Batch struct {
 	// PIDs are the processes whose keys the batch writes, sorted.
@@ -175,6 +185,145 @@ func decodeOps(ops []byte, b *pebble.Batch) (map[string]bool, error) {
 	return pids, nil
 }
 
+// drainLocked waits, with wmu held on entry and on return, until no pipelined batch
+// of pid (of any process when pid is "") is in flight.
+func (s *Store) drainLocked(pid string) {
+	for {
+		var ch chan struct{}
+		if pid != "" {
+			ch = s.inflight[pid]
+		} else {
+			for _, c := range s.inflight {
+				ch = c
+				break
+			}
+		}
+		if ch == nil {
+			return
+		}
+		s.wmu.Unlock()
+		<-ch
+		s.wmu.Lock()
+	}
+}
+
+// UpdateProcess is Update for a fn that writes pid's keys only (a write of another
+// process is refused as invalid). In the replicated mode, with a PipelinedReplicator,
+// batches of different processes are then in flight to the replicated log together
+// instead of one after the other; batches of one process still go one at a time, each
+// read-check-write seeing the one before. Without one it is Update.
+func (s *Store) UpdateProcess(ctx context.Context, pid string, fn func(tx *Tx) error) error {
+	pr, ok := s.repl.(PipelinedReplicator)
+	if !ok {
+		return s.Update(ctx, fn)
+	}
+	if err := ctx.Err(); err != nil {
+		return errorf(CodeCanceled, err, "update not submitted")
+	}
+	release, err := s.enterRead()
+	if err != nil {
+		return err
+	}
+	defer release()
+	b, covers, err := s.preparePipelined(ctx, pr, pid, fn)
+	if err != nil || b == nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.SyncWait(); err != nil {
+		return s.fail(err)
+	}
+	s.synced(covers)
+	return nil
+}
+
+// preparePipelined runs fn under wmu once pid has no batch in flight, submits the
+// batch to pr, releases wmu while the replicated log acknowledges it, then applies it
+// under wmu (queued for the next WAL sync).
+func (s *Store) preparePipelined(ctx context.Context, pr PipelinedReplicator, pid string, fn func(tx *Tx) error) (*pebble.Batch, uint64, error) {
+	if err := checkID("pid", pid); err != nil {
+		return nil, 0, err
+	}
+	s.wmu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			s.wmu.Unlock()
+		}
+	}()
+	s.drainLocked(pid)
+	if f := s.failure(); f != nil {
+		return nil, 0, errorf(CodeIO, f, "unusable after a failed write; reopen")
+	}
+	if c := s.corruption(); c != nil {
+		return nil, 0, newError(CodeCorrupt, c, "writes refused: "+CorruptAdvice)
+	}
+	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC(), quota: QuotaFrom(ctx)}
+	tx.reader = reader{r: tx.b, enter: tx.enterRead}
+	submitted := false
+	defer func() {
+		if !submitted {
+			tx.b.Close()
+		}
+	}()
+	tx.active = true
+	ferr := fn(tx)
+	tx.active = false
+	if ferr != nil {
+		return nil, 0, ferr
+	}
+	if tx.b.Empty() {
+		return nil, 0, nil
+	}
+	ops, pids, err := encodeOps(tx.b)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(pids) != 1 || pids[0] != pid {
+		return nil, 0, errorf(CodeInvalid, nil, "UpdateProcess(%s) wrote processes %v", pid, pids)
+	}
+	tx.active = true
+	prev, err := tx.position(pid)
+	tx.active = false
+	if err != nil {
+		return nil, 0, err
+	}
+	wait, err := pr.Submit(ctx, &Batch{PIDs: pids, Positions: []uint64{prev}, Ops: ops})
+	if err != nil {
+		return nil, 0, err
+	}
+	done := make(chan struct{})
+	if s.inflight == nil {
+		s.inflight = map[string]chan struct{}{}
+	}
+	s.inflight[pid] = done
+	s.wmu.Unlock()
+	got, pos, werr := wait()
+	s.wmu.Lock()
+	delete(s.inflight, pid)
+	close(done)
+	if werr != nil {
+		return nil, 0, werr
+	}
+	if got != pid {
+		return nil, 0, errorf(CodeInvalid, nil, "the replicator placed the batch on %q, not %q", got, pid)
+	}
+	if err := tx.set(replKey(pid), binary.BigEndian.AppendUint64(nil, pos)); err != nil {
+		return nil, 0, err
+	}
+	if f := s.failure(); f != nil {
+		// Acknowledged by the log, not applied here: the applier of the log brings
+		// it in once the store is reopened.
+		return nil, 0, errorf(CodeIO, f, "unusable after a failed write; reopen")
+	}
+	if err := s.applyNoSyncWait(tx.b); err != nil {
+		return nil, 0, err
+	}
+	submitted = true
+	s.cacheHeads(tx.heads)
+	return tx.b, s.deferred.Load(), nil
+}
+
 // replicate hands tx's batch to the Replicator and, once it is durable there, stages
 // the position it got. Called by prepare under wmu.
 func (s *Store) replicate(ctx context.Context, tx *Tx) error {
@@ -268,6 +417,9 @@ func (s *Store) ApplyReplicated(ctx context.Context, r Replicated) (bool, error)
 	}
 	defer release()
 	s.wmu.Lock()
+	// This host's own batch of r.PID may be acknowledged and not yet applied here:
+	// let it be applied first (the position check below then skips r).
+	s.drainLocked(r.PID)
 	defer s.wmu.Unlock()
 	if f := s.failure(); f != nil {
 		return false, errorf(CodeIO, f, "unusable after a failed write; reopen")

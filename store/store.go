@@ -58,6 +58,9 @@ type Store struct {
 	// value a successful batch left, never one of a discarded batch. Append reads it
 	// instead of the head record; Head and Verify always read the record.
 	heads map[string]cachedHead
+	// inflight holds, per process, the channel closed when its pipelined batch (one
+	// submitted to a PipelinedReplicator and not yet applied) is done (under wmu).
+	inflight map[string]chan struct{}
 	// failed is set once a write fails. Pebble cannot continue after a failed WAL
 	// write or sync, and batches already assembled on top of the failed one are
 	// not durable either, so the store refuses all further operations; reopening
@@ -377,6 +380,9 @@ func (s *Store) synced(covers uint64) {
 // of this batch makes durable too).
 func (s *Store) prepare(ctx context.Context, fn func(tx *Tx) error, deferred bool, quota *Quota) (b *pebble.Batch, covers uint64, err error) {
 	s.wmu.Lock()
+	// A transaction that may read any process waits for every pipelined batch: its
+	// reads must see them.
+	s.drainLocked("")
 	defer s.wmu.Unlock()
 	if f := s.failure(); f != nil {
 		return nil, 0, errorf(CodeIO, f, "unusable after a failed write; reopen")

@@ -473,7 +473,7 @@ func (tx *Tx) KVDelete(pid, key string) (existed bool, err error) {
 // Append appends one event to pid's log and returns once it is durable.
 func (s *Store) Append(ctx context.Context, pid, typ string, data json.RawMessage) (Event, error) {
 	var e Event
-	err := s.Update(ctx, func(tx *Tx) error {
+	err := s.UpdateProcess(ctx, pid, func(tx *Tx) error {
 		var err error
 		e, err = tx.Append(pid, typ, data)
 		return err
