@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,8 +45,18 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 		o = *opts
 	}
 	o.Stateless = false
-	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &o)
+	if o.EventStore == nil {
+		// With an event store the SDK primes each POST event stream of a session of
+		// 2025-11-25 with an event ID and empty data, and replays a stream to a
+		// client that reconnects with Last-Event-ID. The store is bounded (the SDK
+		// drops the oldest events past 10 MiB) and forgets a session when it closes.
+		o.EventStore = mcp.NewMemoryEventStore(nil)
+	}
+	stateful := primeRetry(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &o))
 	o.Stateless = true
+	// The stateless revision has no resumable streams (no Last-Event-ID), so
+	// nothing of its streams is kept.
+	o.EventStore = nil
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &o)
 	byHeader := func(r *http.Request) http.Handler {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessRevision {
@@ -274,3 +287,45 @@ func (s *Server) cancelCall(m *message) {
 		c.stop()
 	}
 }
+
+// ReconnectDelay is the reconnection delay a client of a session is given, in the
+// SSE retry field of the priming event that opens each POST event stream. A
+// connection cut before its stream ends (the server stopping, a proxy's timeout)
+// is then retried after this delay, with the last event ID, rather than after a
+// delay the client guesses.
+const ReconnectDelay = time.Second
+
+// primeEvent is how the SDK starts the priming event of an event stream.
+var primeEvent = []byte("event: prime\n")
+
+// primeRetry adds the SSE retry field (ReconnectDelay) to the priming event of
+// every event stream h writes. The field may come on any event; on the first one
+// the client knows the delay before anything can cut the connection.
+func primeRetry(h http.Handler) http.Handler {
+	retry := []byte("retry: " + strconv.FormatInt(ReconnectDelay.Milliseconds(), 10) + "\n")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&retryWriter{ResponseWriter: w, retry: retry}, r)
+	})
+}
+
+// retryWriter inserts retry in front of the first write when that write is a
+// priming event; every later write passes unchanged.
+type retryWriter struct {
+	http.ResponseWriter
+	retry []byte
+	wrote atomic.Bool // writes of one stream may come from several goroutines
+}
+
+func (w *retryWriter) Write(b []byte) (int, error) {
+	if w.wrote.Swap(true) || !bytes.HasPrefix(b, primeEvent) {
+		return w.ResponseWriter.Write(b)
+	}
+	if _, err := w.ResponseWriter.Write(w.retry); err != nil {
+		return 0, err
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer, so the
+// SDK's flush after each event still reaches the client.
+func (w *retryWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
