@@ -256,8 +256,8 @@ func TestRouterOrder(t *testing.T) {
 				// The refusal is the same whatever the arguments were, and names no
 				// property of the route's schema.
 				want := fmt.Sprintf("syscalls: %s requires capability %s, which this process does not hold", rt.Name, rt.Capability)
-				if se.Message != want {
-					t.Fatalf("%s %s: %q, want %q", rt.Name, args, se.Message, want)
+				if se.Error() != want {
+					t.Fatalf("%s %s: %q, want %q", rt.Name, args, se.Error(), want)
 				}
 				if ev := lastAudit(t, s, "p"); ev.Stage != "capability" || ev.Code != CodeCapabilityDenied {
 					t.Fatalf("audit %+v", ev)
