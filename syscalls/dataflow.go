@@ -251,7 +251,7 @@ func (b *Bound) CheckResult(ctx context.Context) error {
 		Reason   string   `json:"reason,omitempty"`
 	}{Tool: b.caller.Tool, Sink: SinkModel, Labels: labels, Decision: "allowed"}
 	if err != nil {
-		ev.Decision, ev.Code, ev.Reason = "denied", string(err.Code), err.Message
+		ev.Decision, ev.Code, ev.Reason = "denied", string(err.Code), reason(err)
 	}
 	data, merr := json.Marshal(ev)
 	if merr != nil {

@@ -2,6 +2,7 @@ package syscalls
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
@@ -85,30 +86,30 @@ type Error = liberr.Error
 // Sentinels, one per code, for errors.Is.
 var (
 	ErrUnknownSyscall   = &Error{Code: CodeUnknownSyscall, Message: unknownSyscallMessage}
-	ErrArgumentInvalid  = &Error{Code: CodeArgumentInvalid, Message: "syscalls: argument invalid"}
-	ErrCapabilityDenied = &Error{Code: CodeCapabilityDenied, Message: "syscalls: capability denied"}
-	ErrApprovalDenied   = &Error{Code: CodeApprovalDenied, Message: "syscalls: approval denied"}
-	ErrApprovalTimeout  = &Error{Code: CodeApprovalTimeout, Message: "syscalls: approval timeout"}
-	ErrBudgetExceeded   = &Error{Code: CodeBudgetExceeded, Message: "syscalls: budget exceeded"}
-	ErrLimitExceeded    = &Error{Code: CodeLimitExceeded, Message: "syscalls: limit exceeded"}
-	ErrProviderFailed   = &Error{Code: CodeProviderFailed, Message: "syscalls: provider failed"}
-	ErrAuditFailed      = &Error{Code: CodeAuditFailed, Message: "syscalls: audit failed"}
-	ErrTapeMismatch     = &Error{Code: CodeTapeMismatch, Message: "syscalls: tape mismatch"}
-	ErrTapeLeftover     = &Error{Code: CodeTapeLeftover, Message: "syscalls: tape leftover"}
-	ErrTapeInvalid      = &Error{Code: CodeTapeInvalid, Message: "syscalls: tape invalid"}
+	ErrArgumentInvalid  = &Error{Code: CodeArgumentInvalid, Layer: Layer, Message: "argument invalid"}
+	ErrCapabilityDenied = &Error{Code: CodeCapabilityDenied, Layer: Layer, Message: "capability denied"}
+	ErrApprovalDenied   = &Error{Code: CodeApprovalDenied, Layer: Layer, Message: "approval denied"}
+	ErrApprovalTimeout  = &Error{Code: CodeApprovalTimeout, Layer: Layer, Message: "approval timeout"}
+	ErrBudgetExceeded   = &Error{Code: CodeBudgetExceeded, Layer: Layer, Message: "budget exceeded"}
+	ErrLimitExceeded    = &Error{Code: CodeLimitExceeded, Layer: Layer, Message: "limit exceeded"}
+	ErrProviderFailed   = &Error{Code: CodeProviderFailed, Layer: Layer, Message: "provider failed"}
+	ErrAuditFailed      = &Error{Code: CodeAuditFailed, Layer: Layer, Message: "audit failed"}
+	ErrTapeMismatch     = &Error{Code: CodeTapeMismatch, Layer: Layer, Message: "tape mismatch"}
+	ErrTapeLeftover     = &Error{Code: CodeTapeLeftover, Layer: Layer, Message: "tape leftover"}
+	ErrTapeInvalid      = &Error{Code: CodeTapeInvalid, Layer: Layer, Message: "tape invalid"}
 
-	ErrURLInvalid        = &Error{Code: CodeURLInvalid, Message: "syscalls: url invalid"}
-	ErrHostNotAllowed    = &Error{Code: CodeHostNotAllowed, Message: "syscalls: host not allowed"}
-	ErrMethodNotAllowed  = &Error{Code: CodeMethodNotAllowed, Message: "syscalls: method not allowed"}
-	ErrAddressNotAllowed = &Error{Code: CodeAddressNotAllowed, Message: "syscalls: address not allowed"}
-	ErrTooManyRedirects  = &Error{Code: CodeTooManyRedirects, Message: "syscalls: too many redirects"}
-	ErrRequestTooLarge   = &Error{Code: CodeRequestTooLarge, Message: "syscalls: request too large"}
-	ErrResponseTooLarge  = &Error{Code: CodeResponseTooLarge, Message: "syscalls: response too large"}
-	ErrFetchTimeout      = &Error{Code: CodeFetchTimeout, Message: "syscalls: fetch timeout"}
-	ErrFetchFailed       = &Error{Code: CodeFetchFailed, Message: "syscalls: fetch failed"}
-	ErrSecretNotAllowed  = &Error{Code: CodeSecretNotAllowed, Message: "syscalls: secret not allowed"}
-	ErrSecretUnavailable = &Error{Code: CodeSecretUnavailable, Message: "syscalls: secret unavailable"}
-	ErrDataFlowDenied    = &Error{Code: CodeDataFlowDenied, Message: "syscalls: data flow denied"}
+	ErrURLInvalid        = &Error{Code: CodeURLInvalid, Layer: Layer, Message: "url invalid"}
+	ErrHostNotAllowed    = &Error{Code: CodeHostNotAllowed, Layer: Layer, Message: "host not allowed"}
+	ErrMethodNotAllowed  = &Error{Code: CodeMethodNotAllowed, Layer: Layer, Message: "method not allowed"}
+	ErrAddressNotAllowed = &Error{Code: CodeAddressNotAllowed, Layer: Layer, Message: "address not allowed"}
+	ErrTooManyRedirects  = &Error{Code: CodeTooManyRedirects, Layer: Layer, Message: "too many redirects"}
+	ErrRequestTooLarge   = &Error{Code: CodeRequestTooLarge, Layer: Layer, Message: "request too large"}
+	ErrResponseTooLarge  = &Error{Code: CodeResponseTooLarge, Layer: Layer, Message: "response too large"}
+	ErrFetchTimeout      = &Error{Code: CodeFetchTimeout, Layer: Layer, Message: "fetch timeout"}
+	ErrFetchFailed       = &Error{Code: CodeFetchFailed, Layer: Layer, Message: "fetch failed"}
+	ErrSecretNotAllowed  = &Error{Code: CodeSecretNotAllowed, Layer: Layer, Message: "secret not allowed"}
+	ErrSecretUnavailable = &Error{Code: CodeSecretUnavailable, Layer: Layer, Message: "secret unavailable"}
+	ErrDataFlowDenied    = &Error{Code: CodeDataFlowDenied, Layer: Layer, Message: "data flow denied"}
 )
 
 // unknownSyscallMessage is the one text every unknown route gets, whatever its name:
@@ -132,5 +133,31 @@ func guestError(err error) (*Error, bool) {
 }
 
 func errorf(code liberr.Code, msg string, cause error) *Error {
-	return &Error{Code: code, Message: "syscalls: " + msg, Err: cause}
+	return &Error{Code: code, Layer: Layer, Message: msg, Err: cause}
+}
+
+// Layer is the Layer of this package's errors: Error() renders them "syscalls: <msg>"
+// while Message holds the text alone, so no reader strips a prefix off it. The one
+// exception is the unknown_syscall error, which has no layer (see unknownSyscallMessage).
+const Layer = "syscalls"
+
+// reason is the text an audit event keeps for a refusal: what the error renders
+// (with this layer's name) for this layer's errors, the message alone for any other
+// layer's, as the audit log has always recorded them.
+func reason(e *Error) string {
+	if e.Layer == Layer {
+		return e.Error()
+	}
+	return e.Message
+}
+
+// recorded rebuilds an error a tape kept as the text its Error() rendered: a text
+// this layer rendered gets the layer back, so that its Message and Error() are what
+// the live error's were; any other text (unknown syscall, a tape author's own) stays
+// whole, without a layer.
+func recorded(code liberr.Code, text string) *Error {
+	if msg, ok := strings.CutPrefix(text, Layer+": "); ok {
+		return &Error{Code: code, Layer: Layer, Message: msg}
+	}
+	return &Error{Code: code, Message: text}
 }

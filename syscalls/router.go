@@ -143,7 +143,7 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 			se = errorf(CodeProviderFailed, "provider failed", err)
 			err = se
 		}
-		ev.Decision, ev.Code, ev.Reason = "denied", string(se.Code), se.Message
+		ev.Decision, ev.Code, ev.Reason = "denied", string(se.Code), reason(se)
 		if se.Err != nil {
 			ev.Cause = liberr.Clip(se.Err.Error(), 512)
 		}

@@ -256,11 +256,16 @@ func TestRouterOrder(t *testing.T) {
 				// The refusal is the same whatever the arguments were, and names no
 				// property of the route's schema.
 				want := fmt.Sprintf("syscalls: %s requires capability %s, which this process does not hold", rt.Name, rt.Capability)
-				if se.Message != want {
-					t.Fatalf("%s %s: %q, want %q", rt.Name, args, se.Message, want)
+				if se.Error() != want {
+					t.Fatalf("%s %s: %q, want %q", rt.Name, args, se.Error(), want)
 				}
-				if ev := lastAudit(t, s, "p"); ev.Stage != "capability" || ev.Code != CodeCapabilityDenied {
-					t.Fatalf("audit %+v", ev)
+				// The audit reason is the refusal as it renders, the layer's name included;
+				// the error's Message holds the text alone and its Layer says whose it is.
+				if ev := lastAudit(t, s, "p"); ev.Stage != "capability" || ev.Code != CodeCapabilityDenied || ev.Reason != want {
+					t.Fatalf("audit %+v, want reason %q", ev, want)
+				}
+				if se.Layer != Layer || strings.HasPrefix(se.Message, Layer+":") {
+					t.Fatalf("layer %q, message %q: the layer's name belongs in Layer, not in Message", se.Layer, se.Message)
 				}
 			}
 		}
@@ -340,7 +345,9 @@ func TestUnknownSyscallRevealsNothing(t *testing.T) {
 	for _, n := range names {
 		_, err := r.For(c).Syscall(context.Background(), n, json.RawMessage(`{"timezone":"UTC"}`))
 		var se *Error
-		if !errors.As(err, &se) || se.Code != CodeUnknownSyscall || se.Message != unknownSyscallMessage {
+		// No layer either: the sandbox's own refusal of a name has none, and the guest
+		// must not tell the two apart (unknownSyscallMessage).
+		if !errors.As(err, &se) || se.Code != CodeUnknownSyscall || se.Message != unknownSyscallMessage || se.Layer != "" || se.Error() != unknownSyscallMessage {
 			t.Fatalf("%q: %v; want the one fixed unknown_syscall error", n, err)
 		}
 		if !errors.Is(err, ErrUnknownSyscall) {

@@ -287,7 +287,7 @@ func checkAgainstRoute(i int, e tapeEntry) error {
 		err := atEntry(i, tapeInvalid(fmt.Sprintf(format, args...)))
 		var se *Error
 		if errors.As(err, &se) {
-			se.Details = []liberr.Detail{{Path: fmt.Sprintf("/%d/%s", i, field), Message: se.Message}}
+			se.Details = []liberr.Detail{{Path: fmt.Sprintf("/%d/%s", i, field), Message: se.Error()}}
 		}
 		return err
 	}
@@ -296,7 +296,7 @@ func checkAgainstRoute(i int, e tapeEntry) error {
 			var se *Error
 			errors.As(err, &se)
 			return bad("args", "args do not match the argument schema of %s, so no call could match them: %s",
-				rt.name, strings.TrimPrefix(strings.TrimPrefix(se.Message, "syscalls: "), rt.name+": "))
+				rt.name, strings.TrimPrefix(se.Message, rt.name+": "))
 		}
 	}
 	if e.Error == nil {
@@ -366,11 +366,11 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 	if _, err := validateArgs(rt, decodeArgs(args)); err != nil {
 		var se *Error
 		errors.As(err, &se)
-		return nil, t.fail(errorf(se.Code, fmt.Sprintf("tape entry %d: %s", i, strings.TrimPrefix(se.Message, "syscalls: ")), err))
+		return nil, t.fail(errorf(se.Code, fmt.Sprintf("tape entry %d: %s", i, se.Message), err))
 	}
 	t.next++
 	if e.Error != nil {
-		return nil, &Error{Code: liberr.Code(e.Error.Code), Message: e.Error.Message}
+		return nil, recorded(liberr.Code(e.Error.Code), e.Error.Message)
 	}
 	return append(json.RawMessage(nil), e.Result...), nil
 }
@@ -413,7 +413,7 @@ func tapeInvalid(msg string) *Error { return errorf(CodeTapeInvalid, "tape: "+ms
 func atEntry(i int, err error) error {
 	var se *Error
 	if errors.As(err, &se) {
-		return errorf(se.Code, fmt.Sprintf("tape entry %d: %s", i, strings.TrimPrefix(se.Message, "syscalls: tape: ")), err)
+		return errorf(se.Code, fmt.Sprintf("tape entry %d: %s", i, strings.TrimPrefix(se.Message, "tape: ")), err)
 	}
 	return err
 }

@@ -364,7 +364,7 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 	}
 	tape, err := syscalls.ParseTape(raw["syscalls"])
 	if err != nil {
-		return testCase{}, errorf(CodeInvalidTest, "syscalls: %s", strings.TrimPrefix(err.Error(), "syscalls: "))
+		return testCase{}, errorf(CodeInvalidTest, "syscalls: %s", syscallText(err))
 	}
 	if len(tape) > lim.MaxTapeEntries {
 		return testCase{}, errorf(CodeLimitExceeded, "the tape has %d entries; the limit is %d", len(tape), lim.MaxTapeEntries)

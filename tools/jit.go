@@ -604,7 +604,7 @@ func (j *JIT) handler(program string) engine.Handler {
 			if errors.As(err, &se) {
 				code = Code(se.Code)
 			}
-			return nil, &Error{Layer: layer, Code: code, Message: call.Tool + ": " + strings.TrimPrefix(err.Error(), "syscalls: "), Err: err}
+			return nil, &Error{Layer: layer, Code: code, Message: call.Tool + ": " + syscallText(err), Err: err}
 		}
 		return res.Value, nil
 	}
@@ -648,6 +648,15 @@ func (w *watch) Syscall(ctx context.Context, name string, args json.RawMessage) 
 	return res, err
 }
 
+// syscallText is what a syscall failure says without its layer's name: the Message
+// of the syscalls error err is, else err's own text.
+func syscallText(err error) string {
+	if se, ok := err.(*syscalls.Error); ok && se.Layer == syscalls.Layer {
+		return se.Message
+	}
+	return err.Error()
+}
+
 // runError turns a sandbox failure into the call's error. A js_error that is a refused
 // syscall the program let escape keeps the refusal's code (capability_denied, …): the
 // guest reports it by the error's identity (wasm.Fault.Refusal), never by its text.
@@ -661,7 +670,7 @@ func runError(tool string, err error, denied *syscalls.Error) error {
 	if we.Code == wasm.CodeJSError && we.Refusal != "" {
 		what := we.Message
 		if denied != nil && string(denied.Code) == we.Refusal {
-			what = strings.TrimPrefix(denied.Message, "syscalls: ")
+			what = denied.Message
 		}
 		return &Error{Layer: layer, Code: Code(we.Refusal), Err: err,
 			Message: fmt.Sprintf("%s: the program did not catch a refused syscall: %s", tool, liberr.Clip(what, MaxMessageBytes))}

@@ -274,7 +274,7 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 	}
 	player, err := syscalls.NewTape(tape)
 	if err != nil {
-		return notReplayable(c, errorf(CodeNotReplayable, "%s", strings.TrimPrefix(err.Error(), "syscalls: "))), nil
+		return notReplayable(c, errorf(CodeNotReplayable, "%s", syscallText(err))), nil
 	}
 	rec := &recorder{inner: player}
 	w := &watch{inner: rec}

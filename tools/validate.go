@@ -402,10 +402,10 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 			field := ""
 			if _, scanErr := fmt.Sscanf(se.Details[0].Path, "/%d/", &entry); scanErr == nil {
 				field = fmt.Sprintf("/tests/%d/syscalls%s", i, se.Details[0].Path)
-				return fail(syscalls.CodeTapeInvalid, strings.TrimPrefix(err.Error(), "syscalls: "), intp(entry), field)
+				return fail(syscalls.CodeTapeInvalid, syscallText(err), intp(entry), field)
 			}
 		}
-		return fail(syscalls.CodeTapeInvalid, strings.TrimPrefix(err.Error(), "syscalls: "), nil, "")
+		return fail(syscalls.CodeTapeInvalid, syscallText(err), nil, "")
 	}
 	w := &watch{inner: tape}
 	res, runErr := v.sandbox.Run(ctx, prog.Source, tc.args, w,
@@ -425,13 +425,13 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 	// A tape mismatch outranks the run's own failure, which it usually caused (the
 	// program did not catch the rejection); a caught mismatch fails the test too.
 	if te != nil && te.Code != syscalls.CodeTapeLeftover {
-		return fail(string(te.Code), strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
+		return fail(string(te.Code), te.Message, entry, "")
 	}
 	if tc.expectErr != "" {
 		// An expected refusal: the call must fail, with that code, as production
 		// would report it (an uncaught refused syscall keeps the syscall's code).
 		if te != nil { // leftovers
-			return fail(string(te.Code), strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
+			return fail(string(te.Code), te.Message, entry, "")
 		}
 		if runErr == nil {
 			tr.Observed = observed(res.Value)
@@ -456,7 +456,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 	}
 	if te != nil { // leftovers, after a run that succeeded
 		tr.Observed = observed(res.Value)
-		return fail(string(te.Code), strings.TrimPrefix(te.Message, "syscalls: "), entry, "")
+		return fail(string(te.Code), te.Message, entry, "")
 	}
 	got, err := jsonexact.DecodeAny(res.Value, 0)
 	if err != nil {
