@@ -252,29 +252,16 @@ func (s *Store) preparePipelined(ctx context.Context, pr PipelinedReplicator, pi
 		}
 	}()
 	s.drainLocked(pid)
-	if f := s.failure(); f != nil {
-		return nil, 0, errorf(CodeIO, f, "unusable after a failed write; reopen")
+	tx, err := s.runTx(QuotaFrom(ctx), fn)
+	if tx == nil {
+		return nil, 0, err
 	}
-	if c := s.corruption(); c != nil {
-		return nil, 0, newError(CodeCorrupt, c, "writes refused: "+CorruptAdvice)
-	}
-	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC(), quota: QuotaFrom(ctx)}
-	tx.reader = reader{r: tx.b, enter: tx.enterRead}
 	submitted := false
 	defer func() {
 		if !submitted {
 			tx.b.Close()
 		}
 	}()
-	tx.active = true
-	ferr := fn(tx)
-	tx.active = false
-	if ferr != nil {
-		return nil, 0, ferr
-	}
-	if tx.b.Empty() {
-		return nil, 0, nil
-	}
 	ops, pids, err := encodeOps(tx.b)
 	if err != nil {
 		return nil, 0, err

@@ -384,29 +384,16 @@ func (s *Store) prepare(ctx context.Context, fn func(tx *Tx) error, deferred boo
 	// reads must see them.
 	s.drainLocked("")
 	defer s.wmu.Unlock()
-	if f := s.failure(); f != nil {
-		return nil, 0, errorf(CodeIO, f, "unusable after a failed write; reopen")
+	tx, err := s.runTx(quota, fn)
+	if tx == nil {
+		return nil, 0, err
 	}
-	if c := s.corruption(); c != nil {
-		return nil, 0, newError(CodeCorrupt, c, "writes refused: "+CorruptAdvice)
-	}
-	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC(), quota: quota}
-	tx.reader = reader{r: tx.b, enter: tx.enterRead}
 	submitted := false
 	defer func() {
 		if !submitted {
 			tx.b.Close()
 		}
 	}()
-	tx.active = true
-	ferr := fn(tx)
-	tx.active = false
-	if ferr != nil {
-		return nil, 0, ferr
-	}
-	if tx.b.Empty() {
-		return nil, 0, nil
-	}
 	if s.repl != nil {
 		// Tx stays active for the position reads; fn is done writing.
 		tx.active = true
@@ -430,6 +417,35 @@ func (s *Store) prepare(ctx context.Context, fn func(tx *Tx) error, deferred boo
 		s.deferred.Add(1)
 	}
 	return tx.b, s.deferred.Load(), nil
+}
+
+// runTx runs fn in a new transaction; the caller holds wmu. It refuses to start on a
+// store that a failed write or corruption has made unusable. It returns a nil Tx when fn
+// failed or wrote nothing (its batch closed); otherwise the caller owns tx.b: it applies
+// the batch or closes it.
+func (s *Store) runTx(quota *Quota, fn func(tx *Tx) error) (*Tx, error) {
+	if f := s.failure(); f != nil {
+		return nil, errorf(CodeIO, f, "unusable after a failed write; reopen")
+	}
+	if c := s.corruption(); c != nil {
+		return nil, newError(CodeCorrupt, c, "writes refused: "+CorruptAdvice)
+	}
+	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC(), quota: quota}
+	tx.reader = reader{r: tx.b, enter: tx.enterRead}
+	kept := false
+	defer func() {
+		if !kept {
+			tx.b.Close() // fn failed, panicked or wrote nothing
+		}
+	}()
+	tx.active = true
+	err := fn(tx)
+	tx.active = false
+	if err != nil || tx.b.Empty() {
+		return nil, err
+	}
+	kept = true
+	return tx, nil
 }
 
 // maxCachedHeads bounds the head cache; past it the cache starts over.
