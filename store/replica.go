@@ -229,12 +229,7 @@ func (s *Store) UpdateProcess(ctx context.Context, pid string, fn func(tx *Tx) e
 	if err != nil || b == nil {
 		return err
 	}
-	defer b.Close()
-	if err := b.SyncWait(); err != nil {
-		return s.fail(err)
-	}
-	s.synced(covers)
-	return nil
+	return s.awaitSync(b, covers)
 }
 
 // preparePipelined runs fn under wmu once pid has no batch in flight, submits the

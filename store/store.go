@@ -296,12 +296,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil || b == nil {
 		return err
 	}
-	defer b.Close()
-	if err := b.SyncWait(); err != nil {
-		return s.fail(err)
-	}
-	s.synced(covers)
-	return nil
+	return s.awaitSync(b, covers)
 }
 
 // UpdateDeferred is Update without the wait for the disk. The batch is built,
@@ -417,6 +412,18 @@ func (s *Store) prepare(ctx context.Context, fn func(tx *Tx) error, deferred boo
 		s.deferred.Add(1)
 	}
 	return tx.b, s.deferred.Load(), nil
+}
+
+// awaitSync waits for the WAL sync that covers b (submitted by prepare or
+// preparePipelined) and records what it made durable: the caller is acknowledged only
+// after it.
+func (s *Store) awaitSync(b *pebble.Batch, covers uint64) error {
+	defer b.Close()
+	if err := b.SyncWait(); err != nil {
+		return s.fail(err)
+	}
+	s.synced(covers)
+	return nil
 }
 
 // runTx runs fn in a new transaction; the caller holds wmu. It refuses to start on a
