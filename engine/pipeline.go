@@ -437,6 +437,7 @@ func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, erro
 		Args: c.args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
 		Sandbox: p.img.Limits.Sandbox, value: c.args, parsed: true, k: k, p: p,
 	}
+	call.Syscalls = k.syscallCaller(p, call)
 	calledData, err := calledDoc(call, c, e.ID, p.limits.MaxDepth)
 	if err != nil {
 		return nil, fmt.Errorf("engine: encode tool_called: %w", err)
