@@ -310,15 +310,25 @@ func decodeArgs(args json.RawMessage) syscallArgs {
 
 // validateArgs checks the decoded arguments against the route's schema.
 func validateArgs(rt *route, in syscallArgs) (map[string]any, error) {
+	obj, problem, cause := checkArgs(rt, in)
+	if problem != "" {
+		return nil, errorf(CodeArgumentInvalid, rt.name+": "+problem, cause)
+	}
+	return obj, nil
+}
+
+// checkArgs is validateArgs's finding as data: what is wrong with the arguments,
+// without the route's name, and its cause; "" when they pass.
+func checkArgs(rt *route, in syscallArgs) (map[string]any, string, error) {
 	if in.err != nil {
-		return nil, errorf(CodeArgumentInvalid, rt.name+": arguments are not valid JSON: "+in.err.Error(), in.err)
+		return nil, "arguments are not valid JSON: " + in.err.Error(), in.err
 	}
 	v := in.value.ToAny()
 	if err := rt.argsSchema.Validate(v); err != nil {
-		return nil, errorf(CodeArgumentInvalid, rt.name+": "+schemaMessage(err), err)
+		return nil, schemaMessage(err), err
 	}
 	obj, _ := v.(map[string]any) // every args schema demands an object
-	return obj, nil
+	return obj, "", nil
 }
 
 // effectiveApproval is the stricter of the table's class and the caller's. A class the
