@@ -42,7 +42,10 @@
 //
 // Every Update is acknowledged only after Pebble has synced it to the WAL
 // (pebble.Sync). Each Update is one batch: after a crash it is present whole or
-// absent, never torn. Concurrent writers share WAL syncs (group commit).
+// absent, never torn. Concurrent writers share WAL syncs (group commit). Pebble's
+// WAL files are extended with written zeros ahead of their data (walfs.go), so that a
+// sync overwrites blocks inside the file instead of growing it, which on ext4 would
+// also commit the new size to the journal on every sync.
 //
 // The group commit is Pebble's own, and the store keeps out of its way: an Update
 // assembles and applies its batch under the store's write lock (so that reads in a
