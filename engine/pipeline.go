@@ -437,6 +437,7 @@ func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, erro
 		Args: c.args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
 		Sandbox: p.img.Limits.Sandbox, value: c.args, parsed: true, k: k, p: p,
 	}
+	call.Syscalls = k.syscallCaller(p, call)
 	called := map[string]any{"call_id": call.CallID, "tool": e.Name, "kind": e.Kind, "action": req.name, "via": req.via, "args": call.Args, "arg_bytes": req.argBytes}
 	if e.ID != "" {
 		called["tool_id"] = e.ID
