@@ -126,4 +126,11 @@
 // data but no version, or any other version, is refused with format_unsupported;
 // changing a key or an encoding requires a new version and a named migration.
 // Pebble's own format is pinned as well (pebbleFormat).
+//
+// # The path of one tool call
+//
+// The store is step 6 of 6 (package libos lists the steps): the kernel's events and the
+// router's writes of one call each become a Pebble batch here. It calls nothing of the
+// module above it: the fn handed to Update is the writer's own staging of its batch,
+// run under the write lock, and reaches nothing but the Tx.
 package store
