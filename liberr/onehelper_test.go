@@ -41,8 +41,6 @@ var oneHelperAllowed = map[string]string{
 	"cmd/libos/tape.go: json.Decoder.Token":          "objectFields splits a text jsonexact has just accepted into its members as written (raw text, wire order)",
 	"cmd/libos/tape.go: json.Decoder.UseNumber":      "the same split keeps the members' numbers as written",
 	"mcpserver/mcpserver.go: json.Decoder.UseNumber": "stripParamHeaders edits a tool's schema the kernel already holds as exact JSON; numbers stay as written",
-	// An error rebuilt, not made: a tape keeps what a refusal's Error() rendered.
-	"syscalls/errors.go: recorded": "rebuilds a refusal a tape kept as rendered text, giving back the layer its text names",
 }
 
 // helperName matches functions that would be a second helper of a kind by their name:
