@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -107,20 +108,36 @@ type HostTools struct{ k *Kernel }
 // Call runs tool name of process pid with args (a JSON object; empty or null means {}).
 // The reserved top-level action key is removed as for model calls.
 func (h *HostTools) Call(ctx context.Context, pid, name string, args json.RawMessage) (*Result, error) {
-	return h.call(ctx, pid, name, args, 0)
+	return h.call(ctx, pid, name, args, nil, 0)
 }
 
 // CallTool is Call for a tools.call syscall at nesting depth depth; it returns the
 // structured result. It has the shape of syscalls.ToolCaller.
 func (h *HostTools) CallTool(ctx context.Context, pid, tool string, args json.RawMessage, depth int) (json.RawMessage, error) {
-	r, err := h.call(ctx, pid, tool, args, depth)
+	r, err := h.call(ctx, pid, tool, args, nil, depth)
 	if err != nil {
 		return nil, err
 	}
 	return r.Structured, nil
 }
 
-func (h *HostTools) call(ctx context.Context, pid, name string, args json.RawMessage, depth int) (*Result, error) {
+// CallToolValue is CallTool for arguments the syscall boundary has already decoded
+// exactly: value is args decoded. The kernel applies the host API's argument rules to
+// the value instead of parsing args again. It has the shape of
+// syscalls.ValueToolCaller.
+func (h *HostTools) CallToolValue(ctx context.Context, pid, tool string, args json.RawMessage, value jsonexact.Value, depth int) (json.RawMessage, error) {
+	r, err := h.call(ctx, pid, tool, args, &value, depth)
+	if err != nil {
+		return nil, err
+	}
+	return r.Structured, nil
+}
+
+// The tools.call provider hands HostTools the arguments it decoded.
+var _ syscalls.ValueToolCaller = (*HostTools)(nil)
+
+// call runs one host call. value, when not nil, is args as already decoded exactly.
+func (h *HostTools) call(ctx context.Context, pid, name string, args json.RawMessage, value *jsonexact.Value, depth int) (*Result, error) {
 	k := h.k
 	if err := k.enter(); err != nil {
 		return nil, err
@@ -131,7 +148,7 @@ func (h *HostTools) call(ctx context.Context, pid, name string, args json.RawMes
 		return nil, err
 	}
 	ctx = withCallQuota(ctx, p.limits)
-	v, err := hostArgs(args, p.limits)
+	v, err := hostValue(args, value, p.limits)
 	if err != nil {
 		return nil, k.rejectFrame(ctx, p, viaHost, args, err)
 	}
@@ -179,6 +196,29 @@ func hostArgs(args json.RawMessage, lim Limits) (jsonexact.Value, error) {
 		return v, nil
 	}
 	return v, protocolErr("arguments must be a JSON object, got %s", v.Kind)
+}
+
+// hostValue is hostArgs for arguments that may come decoded already (value, with its
+// text args): the same rules, applied to the value. Whatever would be refused (over
+// the frame limit, deeper than the process's bound, not an object) is left to
+// hostArgs, so that the refusal reads the same. The value's members are copied, as
+// the caller's decoding must not change when action is removed.
+func hostValue(args json.RawMessage, value *jsonexact.Value, lim Limits) (jsonexact.Value, error) {
+	if value == nil || len(args) > adapterLimitsOf(lim).maxFrameBytes || depth(value) > lim.MaxDepth {
+		return hostArgs(args, lim)
+	}
+	switch value.Kind {
+	case jsonexact.Null:
+		return jsonexact.Value{Kind: jsonexact.Object, O: []jsonexact.Member{}}, nil
+	case jsonexact.Object:
+		v := *value
+		v.O = slices.Clone(v.O)
+		if v.O == nil {
+			v.O = []jsonexact.Member{}
+		}
+		return v, nil
+	}
+	return hostArgs(args, lim)
 }
 
 // viaTransport marks a frame refused by the transport in front of the adapter.

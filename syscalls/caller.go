@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // Caller is the authority a syscall runs with: the calling process, what it holds, who
@@ -176,6 +178,15 @@ func AutoDeny(reason string) Approver {
 // keeps its code in the guest; any other error becomes provider_failed.
 type ToolCaller interface {
 	CallTool(ctx context.Context, pid, tool string, args json.RawMessage, depth int) (json.RawMessage, error)
+}
+
+// ValueToolCaller is a ToolCaller that also takes the arguments as the boundary
+// decoded them (value is args, decoded exactly once where the syscall came in), so
+// that the engine does not parse them again. tools.call uses it when the ToolCaller
+// has it.
+type ValueToolCaller interface {
+	ToolCaller
+	CallToolValue(ctx context.Context, pid, tool string, args json.RawMessage, value jsonexact.Value, depth int) (json.RawMessage, error)
 }
 
 // Clock is where clock.now reads the time. Tests inject a fixed one.

@@ -311,7 +311,14 @@ func runToolsCall(ctx context.Context, c *call) (json.RawMessage, error) {
 	// The called tool shares this call's taint: it starts with its labels, and what it
 	// sees comes back with its result.
 	ctx = context.WithValue(ctx, taintKey{}, c.taint)
-	out, err := c.caller.Tools.CallTool(ctx, c.caller.PID, c.str("tool"), args, depth)
+	var out json.RawMessage
+	if vt, ok := c.caller.Tools.(ValueToolCaller); ok {
+		// The arguments were decoded at the boundary; their value goes down with them.
+		value, _ := c.value.Get("arguments")
+		out, err = vt.CallToolValue(ctx, c.caller.PID, c.str("tool"), args, *value, depth)
+	} else {
+		out, err = c.caller.Tools.CallTool(ctx, c.caller.PID, c.str("tool"), args, depth)
+	}
 	// The result carries every label the called tool could have seen: the shared
 	// taint, as it is now. The journal and tape export read them from this event.
 	c.noteLabels(c.taint.list())

@@ -24,10 +24,16 @@ func parsesOf(t *testing.T, w *world, pid, tool, args string) uint64 {
 //
 //	echo:               the frame (adapter)                                       = 1
 //	JIT tool + kv.put:  the frame · the syscall's arguments, once at the boundary ·
-//	                    its result · its audit event · the guest's result (settle) = 5
+//	                    its result · its audit event · the guest's result (sandbox) = 5
+//	JIT tool + tools.call echo: the frame · the syscall's arguments, once at the
+//	                    boundary (echo's arguments are handed down in them) · its
+//	                    result · its audit event · the guest's result             = 5
 //	validate (refused): the frame                                                 = 1
 //
-// Nothing the kernel built from a parsed value is parsed again: its events
+// The guest's result is parsed once, exactly, where it leaves the sandbox
+// (wasm.Result.Doc), and handed to settle with Call.Return. The syscall's result is
+// the provider's, checked against the route's result schema. Nothing the kernel
+// built from a parsed value is parsed again: its events
 // (tool_called, tool_result, tool_failed) reach the store as jsonexact.Doc, which the
 // store checks without parsing, and echo hands its result back with Call.Return.
 //
@@ -35,21 +41,27 @@ func parsesOf(t *testing.T, w *world, pid, tool, args string) uint64 {
 // syscall's arguments for the audit record, for the route, and again for the journal,
 // and validate_jit_tool decoded its arguments again in the handler; then 4, 7 and 3,
 // while the store parsed every event the kernel wrote, and 2 while settle parsed
-// echo's result.
+// echo's result; a nested tools.call cost 6 while the kernel parsed the nested
+// arguments again.
 func TestParsesPerCall(t *testing.T) {
 	w := newWorld(t)
-	pid := w.spawn(t, engine.Direct, "kv:write")
+	pid := w.spawn(t, engine.Direct, "kv:write", "tools:call")
 	const putOnce = `export async function run(args: { n: number }, libos: any) {
   await libos.syscall("kv.put", { key: "k", value: args.n });
   return { n: args.n };
 }`
 	w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, "put_once", putOnce, `{"type":"object"}`))))
+	const callsEcho = `export async function run(args: { n: number }, libos: any) {
+  return await libos.syscall("tools.call", { tool: "echo", arguments: { n: args.n } });
+}`
+	w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, openCandidate(t, "calls_echo", callsEcho, `{"type":"object"}`))))
 	for _, c := range []struct {
 		what, tool, args string
 		max              uint64
 	}{
 		{"echo", tools.EchoName, `{"n":1,"s":"x"}`, 1},
 		{"a JIT tool with one kv.put", "put_once", `{"n":1}`, 5},
+		{"a JIT tool that calls echo with tools.call", "calls_echo", `{"n":1}`, 5},
 		{"validate_jit_tool of an unknown candidate", tools.ValidateName, idArg("tcand_00000000000000000000000000000000"), 1},
 	} {
 		n := parsesOf(t, w, pid, c.tool, c.args)

@@ -88,6 +88,12 @@ type Result struct {
 	// Value is the JSON text of run's return value, byte for byte as the guest's
 	// JSON.stringify wrote it. Nil when the call failed.
 	Value json.RawMessage
+	// Doc is Value as the one exact decoding of the guest's output (internal/
+	// jsonexact), made where it crosses the boundary, so that the caller hands the
+	// value on instead of parsing the text again. It is the zero Doc when Value is
+	// JSON but not exact JSON (a repeated key, a lone surrogate escape, invalid
+	// UTF-8): the caller's own exact check then refuses Value with its own error.
+	Doc jsonexact.Doc
 	// Logs are the console lines, in order, up to Limits.LogBytes.
 	Logs []Log
 	// LogsTruncated is set when the logs reached Limits.LogBytes (the call then failed).
@@ -263,11 +269,17 @@ func (e *Engine) call(ctx context.Context, in *instance, c *call, program string
 			return &Fault{Code: CodeLimitExceeded, Limit: LimitOutput,
 				Message: fmt.Sprintf("result is %d bytes of JSON, over the limit of %d", len(out), lim.OutputBytes)}
 		}
-		if !json.Valid(out) {
+		// The guest's output is untrusted and is parsed once, here: exactly, so that
+		// the caller gets the value (Result.Doc). What is not JSON at all is a broken
+		// guest, as ever; JSON that is only not exact goes up as text for the caller to
+		// refuse.
+		doc, derr := jsonexact.DecodeDoc(out, maxOutputDepth)
+		var je *jsonexact.Error
+		if derr != nil && (!errors.As(derr, &je) || je.Problem != jsonexact.DuplicateKey && je.Problem != jsonexact.InvalidUTF8) {
 			in.broken = true
 			return &Fault{Code: CodeTrap, Message: "guest produced a result that is not JSON"}
 		}
-		res.Value = json.RawMessage(out)
+		res.Value, res.Doc = json.RawMessage(out), doc
 		return nil
 	case 1:
 		return guestError(c, in, out)
@@ -276,6 +288,10 @@ func (e *Engine) call(ctx context.Context, in *instance, c *call, program string
 		return &Fault{Code: CodeTrap, Message: fmt.Sprintf("guest returned unknown status %d", status)}
 	}
 }
+
+// maxOutputDepth bounds the nesting of a guest's output: encoding/json's own bound,
+// which json.Valid applied before the output was decoded exactly.
+const maxOutputDepth = 10_000
 
 // libos_run's flags (ABI.md): runRestore says that the host restores the snapshot after
 // the call, so the guest leaves its state as the call left it; runBytecode that the
