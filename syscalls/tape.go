@@ -43,8 +43,7 @@ type TapeError struct {
 
 // codeToken is what an error string must look like to be used as the code as well as
 // the message: `"error": "capability_denied"` rejects with code capability_denied.
-var codeToken = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
-
+var codeToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`) })
 var tapeEntryKeys = map[string]bool{"name": true, "args": true, "result": true, "payload": true, "ok": true, "error": true}
 
 // UnmarshalJSON decodes one entry strictly: no unknown or duplicate keys, exactly one of
@@ -123,7 +122,7 @@ func decodeTapeError(v any) (*TapeError, error) {
 	switch x := v.(type) {
 	case string:
 		te := &TapeError{Code: CodeProviderFailed, Message: x}
-		if codeToken.MatchString(x) {
+		if codeToken().MatchString(x) {
 			te.Code = x
 		}
 		return te, nil
@@ -312,7 +311,7 @@ func checkAgainstRoute(i int, e tapeEntry) error {
 			return nil
 		}
 	}
-	if open && codeToken.MatchString(e.Error.Code) {
+	if open && codeToken().MatchString(e.Error.Code) {
 		return nil
 	}
 	names := make([]string, len(codes))
