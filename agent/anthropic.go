@@ -65,18 +65,13 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		}
 		p.Messages = append(p.Messages, m)
 	}
-	var n attempts
-	var status int
+	x := &exchange{name: "anthropic", apiStatus: anthropicStatus}
 	opts := []option.RequestOption{
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			resp, err := n.middleware(r, next)
-			if resp != nil {
-				status = resp.StatusCode
-			}
-			return resp, err
+			return x.roundTrip(r, next)
 		}),
 	}
-	if len(req.Tools) > 0 && string(req.Tools) != "[]" {
+	if req.toolsSet() {
 		opts = append(opts, option.WithJSONSet("tools", json.RawMessage(req.Tools)))
 	}
 	var msg anthropic.Message
@@ -85,7 +80,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		for stream.Next() {
 			ev := stream.Current()
 			if err := msg.Accumulate(ev); err != nil {
-				return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), err, "%s", "anthropic stream: "+liberr.Clip(err.Error(), 300))
+				return nil, x.badResponse(err, "anthropic stream: "+liberr.Clip(err.Error(), 300))
 			}
 			if d, ok := ev.AsAny().(anthropic.ContentBlockDeltaEvent); ok && onText != nil {
 				if t, ok := d.Delta.AsAny().(anthropic.TextDelta); ok && t.Text != "" {
@@ -94,19 +89,19 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 			}
 		}
 		if err := stream.Err(); err != nil {
-			return nil, a.fail(ctx, status, int(n.n.Load()), err)
+			return nil, x.fail(ctx, err)
 		}
 		if msg.ID == "" {
-			return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), nil, "%s", "anthropic stream ended without a message")
+			return nil, x.badResponse(nil, "anthropic stream ended without a message")
 		}
 	} else {
 		res, err := a.client.Messages.New(ctx, p, opts...)
 		if err != nil {
-			return nil, a.fail(ctx, status, int(n.n.Load()), err)
+			return nil, x.fail(ctx, err)
 		}
 		msg = *res
 	}
-	t := &Turn{Stop: string(msg.StopReason), Attempts: int(n.n.Load()),
+	t := &Turn{Stop: string(msg.StopReason), Attempts: x.attempts(),
 		Usage: Usage{Input: msg.Usage.InputTokens, Output: msg.Usage.OutputTokens}}
 	for _, b := range msg.Content {
 		switch b.Type {
@@ -138,12 +133,13 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 	return t, nil
 }
 
-func (a *anthropicProvider) fail(ctx context.Context, status, n int, err error) *liberr.Error {
+// anthropicStatus is the HTTP status inside the SDK's API error.
+func anthropicStatus(err error) (int, bool) {
 	var api *anthropic.Error
-	if errors.As(err, &api) {
-		status = api.StatusCode
+	if !errors.As(err, &api) {
+		return 0, false
 	}
-	return providerError(ctx, "anthropic", status, n, err)
+	return api.StatusCode, true
 }
 
 // anthropicFrame is a tool_use block as the adapter reads it. Input is the model's

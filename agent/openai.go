@@ -77,19 +77,13 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 	if err != nil {
 		return nil, err
 	}
-	var n attempts
-	var status int
+	x := &exchange{name: "openai", apiStatus: openaiStatus}
 	opts := []option.RequestOption{
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			resp, err := n.middleware(r, next)
-			if resp != nil {
-				status = resp.StatusCode
-			}
-			return resp, err
+			return x.roundTrip(r, next)
 		}),
 	}
-	// The projection exactly as the engine rendered it (strict subset included).
-	if len(req.Tools) > 0 && string(req.Tools) != "[]" {
+	if req.toolsSet() {
 		opts = append(opts, option.WithJSONSet("tools", json.RawMessage(req.Tools)))
 	}
 	var msg openai.ChatCompletionMessage
@@ -107,26 +101,26 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 			}
 		}
 		if err := stream.Err(); err != nil {
-			return nil, o.fail(ctx, status, int(n.n.Load()), err)
+			return nil, x.fail(ctx, err)
 		}
 		if len(acc.Choices) == 0 {
-			return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), nil, "%s", "openai stream ended without a choice")
+			return nil, x.badResponse(nil, "openai stream ended without a choice")
 		}
 		msg, usage, finish = acc.Choices[0].Message, acc.Usage, string(acc.Choices[0].FinishReason)
 	} else {
 		res, err := o.client.Chat.Completions.New(ctx, p, opts...)
 		if err != nil {
-			return nil, o.fail(ctx, status, int(n.n.Load()), err)
+			return nil, x.fail(ctx, err)
 		}
 		if len(res.Choices) == 0 {
-			return nil, providerErr(CodeProviderBadResponse, 0, int(n.n.Load()), nil, "%s", "openai answer has no choice")
+			return nil, x.badResponse(nil, "openai answer has no choice")
 		}
 		msg, usage, finish = res.Choices[0].Message, res.Usage, string(res.Choices[0].FinishReason)
 		if onText != nil && msg.Content != "" {
 			onText(msg.Content)
 		}
 	}
-	t := &Turn{Text: msg.Content, Stop: finish, Attempts: int(n.n.Load()),
+	t := &Turn{Text: msg.Content, Stop: finish, Attempts: x.attempts(),
 		Usage: Usage{Input: usage.PromptTokens, Output: usage.CompletionTokens}}
 	if msg.Refusal != "" || finish == "content_filter" {
 		return t, providerErr(CodeProviderRefused, 0, t.Attempts, nil, "%s", "the model refused: "+liberr.Clip(msg.Refusal+finish, 300))
@@ -149,12 +143,13 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 	return t, nil
 }
 
-func (o *openAI) fail(ctx context.Context, status, n int, err error) *liberr.Error {
+// openaiStatus is the HTTP status inside the SDK's API error.
+func openaiStatus(err error) (int, bool) {
 	var api *openai.Error
-	if errors.As(err, &api) {
-		status = api.StatusCode
+	if !errors.As(err, &api) {
+		return 0, false
 	}
-	return providerError(ctx, "openai", status, n, err)
+	return api.StatusCode, true
 }
 
 // openAIFrame is a chat-completions tool call as the adapter reads it. Arguments is the

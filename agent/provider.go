@@ -148,13 +148,49 @@ func NewProvider(cfg ProviderConfig) (Provider, error) {
 	return nil, errorf(CodeInvalidConfig, nil, "unknown provider %q (want %s)", cfg.Kind, strings.Join(Providers, " or "))
 }
 
-// attempts counts the HTTP attempts of one request (the SDK's retries included).
-type attempts struct{ n atomic.Int32 }
-
-func (a *attempts) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
-	a.n.Add(1)
-	return next(req)
+// exchange follows one request through a provider's SDK: how many HTTP attempts it
+// took (the SDK's retries included) and the status of the last answer. Both providers
+// type their failures through it, so a 429 or a timeout reads the same whichever SDK
+// met it.
+type exchange struct {
+	name string
+	// apiStatus reads the HTTP status out of the SDK's own error type, when err is one.
+	apiStatus func(err error) (int, bool)
+	n         atomic.Int32
+	status    atomic.Int32
 }
+
+// roundTrip is the SDK middleware of the exchange: it runs once per attempt.
+func (x *exchange) roundTrip(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	x.n.Add(1)
+	resp, err := next(req)
+	if resp != nil {
+		x.status.Store(int32(resp.StatusCode))
+	}
+	return resp, err
+}
+
+// attempts is the number of HTTP attempts so far.
+func (x *exchange) attempts() int { return int(x.n.Load()) }
+
+// fail types an SDK or transport failure of the exchange: the status the SDK's error
+// carries, else that of the last answer the middleware saw (0 when none answered).
+func (x *exchange) fail(ctx context.Context, err error) *liberr.Error {
+	status := int(x.status.Load())
+	if s, ok := x.apiStatus(err); ok {
+		status = s
+	}
+	return providerError(ctx, x.name, status, x.attempts(), err)
+}
+
+// badResponse is the error of an answer that came but cannot be used.
+func (x *exchange) badResponse(cause error, msg string) *liberr.Error {
+	return providerErr(CodeProviderBadResponse, 0, x.attempts(), cause, "%s", msg)
+}
+
+// toolsSet reports whether req carries tools to send: the projection exactly as the
+// engine rendered it (strict subset included), or nothing.
+func (req Request) toolsSet() bool { return len(req.Tools) > 0 && string(req.Tools) != "[]" }
 
 // providerError types an SDK or transport failure. status is the HTTP status of the
 // last attempt (0 when none answered), n the number of attempts.

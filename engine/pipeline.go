@@ -309,7 +309,7 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	settleCtx := context.WithoutCancel(ctx)
 	out, herr := runHandler(ctx, c.e.Handler, call)
 	if herr != nil {
-		return nil, k.fail(settleCtx, p, call, herr)
+		return nil, k.fail(settleCtx, p, call, FailedInHandler, herr)
 	}
 	return k.settle(settleCtx, p, call, c.e, out)
 }
@@ -437,6 +437,7 @@ func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, erro
 		Args: c.args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
 		Sandbox: p.img.Limits.Sandbox, value: c.args, parsed: true, k: k, p: p,
 	}
+	call.Syscalls = k.syscallCaller(p, call)
 	called := map[string]any{"call_id": call.CallID, "tool": e.Name, "kind": e.Kind, "action": req.name, "via": req.via, "args": call.Args, "arg_bytes": req.argBytes}
 	if e.ID != "" {
 		called["tool_id"] = e.ID
@@ -476,22 +477,22 @@ func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, erro
 // acknowledged with. Any failure settles the call as tool_failed instead.
 func (k *Kernel) settle(ctx context.Context, p *process, call *Call, e *entry, out json.RawMessage) (*Result, error) {
 	if len(out) > p.limits.MaxResultBytes {
-		return nil, k.fail(ctx, p, call, &Error{Layer: layer, Code: CodeLimitExceeded,
+		return nil, k.fail(ctx, p, call, FailedAtResult, &Error{Layer: layer, Code: CodeLimitExceeded,
 			Message: fmt.Sprintf("result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(out), p.limits.MaxResultBytes)})
 	}
 	v, derr := jsonexact.Decode(out, p.limits.MaxDepth)
 	if derr != nil {
-		return nil, k.fail(ctx, p, call, &Error{Layer: layer, Code: CodeOutputInvalid, Message: fmt.Sprintf("result of %s is not exact JSON: %v", e.Name, derr), Err: derr})
+		return nil, k.fail(ctx, p, call, FailedAtResult, &Error{Layer: layer, Code: CodeOutputInvalid, Message: fmt.Sprintf("result of %s is not exact JSON: %v", e.Name, derr), Err: derr})
 	}
 	if e.out != nil {
 		if details := validate(e.out, &v); details != nil {
-			return nil, k.fail(ctx, p, call, &Error{Layer: layer, Code: CodeOutputInvalid, Details: details,
+			return nil, k.fail(ctx, p, call, FailedAtResult, &Error{Layer: layer, Code: CodeOutputInvalid, Details: details,
 				Message: fmt.Sprintf("result of %s does not match its output schema: %s", e.Name, liberr.DescribeDetails(details))})
 		}
 	}
 	canon := v.Canonical()
 	if len(canon) > p.limits.MaxResultBytes {
-		return nil, k.fail(ctx, p, call, &Error{Layer: layer, Code: CodeLimitExceeded,
+		return nil, k.fail(ctx, p, call, FailedAtResult, &Error{Layer: layer, Code: CodeLimitExceeded,
 			Message: fmt.Sprintf("normalised result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(canon), p.limits.MaxResultBytes)})
 	}
 	sum := sha256.Sum256(canon)
@@ -506,7 +507,7 @@ func (k *Kernel) settle(ctx context.Context, p *process, call *Call, e *entry, o
 	})
 	if err != nil {
 		serr := &Error{Layer: layer, Code: storageCode(err), Message: "could not persist the result: " + err.Error(), Err: err}
-		return nil, k.fail(ctx, p, call, serr)
+		return nil, k.fail(ctx, p, call, FailedAtResult, serr)
 	}
 	return res, nil
 }
@@ -525,13 +526,24 @@ func runHandler(ctx context.Context, h Handler, call *Call) (out json.RawMessage
 	return out, err
 }
 
-// fail settles an open call with tool_failed carrying err's code, and returns err as
-// an *Error. The code is the outermost one in err's chain: a handler's typed error
+// The stages a tool_failed event names (its "stage" field): where the call failed,
+// as data, so that a reader of the log (libos tape) never has to tell them apart by
+// the reason's text.
+const (
+	// FailedInHandler: the handler (a JIT tool's program) returned the error.
+	FailedInHandler = "handler"
+	// FailedAtResult: the handler returned a result, and the kernel's checks of it
+	// (result limit, exact JSON, output schema) or its persistence refused it.
+	FailedAtResult = "result"
+)
+
+// fail settles an open call with tool_failed carrying err's code and the stage it
+// failed at, and returns err as an *Error. The code is the outermost one in err's chain: a handler's typed error
 // that wraps an *Error (a nested call's unknown_tool under the handler's own
 // capability_denied, say) reports its own code, not the one it wraps. If even the
 // settlement cannot be recorded the call stays open and is reported as unknown
 // settlement when the kernel is reopened.
-func (k *Kernel) fail(ctx context.Context, p *process, call *Call, err error) error {
+func (k *Kernel) fail(ctx context.Context, p *process, call *Call, stage string, err error) error {
 	e := liberr.Outermost(err)
 	if e == nil || toolsOwn[e.Layer] {
 		code := liberr.CodeOr(err, CodeToolFailed)
@@ -540,7 +552,7 @@ func (k *Kernel) fail(ctx context.Context, p *process, call *Call, err error) er
 		}
 		e = &Error{Layer: layer, Code: code, Message: fmt.Sprintf("%s failed: %v", call.Tool, err), Err: err}
 	}
-	m := map[string]any{"call_id": call.CallID, "tool": call.Tool, "code": e.Code, "reason": e.Message}
+	m := map[string]any{"call_id": call.CallID, "tool": call.Tool, "code": e.Code, "reason": e.Message, "stage": stage}
 	if len(e.Details) > 0 {
 		m["details"] = e.Details
 	}

@@ -40,9 +40,14 @@ type JournalEntry struct {
 	Digest string `json:"-"`
 }
 
-// JournalError is the code and message a syscall rejected with, as the code saw them.
+// JournalError is the typed error a syscall rejected with: its code, the layer that
+// emitted it and its message without the layer's name. The code saw the text
+// "layer: message" (the message alone when Layer is empty). An entry written before
+// Layer was recorded has no layer and holds in Message the whole text the code saw;
+// read as it is, it renders those same bytes, so nothing is recovered from the text.
 type JournalError struct {
 	Code    string `json:"code"`
+	Layer   string `json:"layer,omitempty"`
 	Message string `json:"message"`
 }
 

@@ -2,7 +2,6 @@ package syscalls
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
@@ -149,15 +148,4 @@ func reason(e *Error) string {
 		return e.Error()
 	}
 	return e.Message
-}
-
-// recorded rebuilds an error a tape kept as the text its Error() rendered: a text
-// this layer rendered gets the layer back, so that its Message and Error() are what
-// the live error's were; any other text (unknown syscall, a tape author's own) stays
-// whole, without a layer.
-func recorded(code liberr.Code, text string) *Error {
-	if msg, ok := strings.CutPrefix(text, Layer+": "); ok {
-		return &Error{Code: code, Layer: Layer, Message: msg}
-	}
-	return &Error{Code: code, Message: text}
 }

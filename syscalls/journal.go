@@ -59,8 +59,10 @@ func (j *journal) entry(pid, callID, route string, args json.RawMessage, exact b
 	argsOK := exact && json.Compact(&cargs, args) == nil
 	size := cargs.Len()
 	if se != nil {
-		e.Error = &store.JournalError{Code: string(se.Code), Message: se.Error()}
-		size += len(e.Error.Message)
+		// The layer is kept as a field, so that a replay rebuilds the error the code
+		// saw without reading its text.
+		e.Error = &store.JournalError{Code: string(se.Code), Layer: se.Layer, Message: se.Message}
+		size += len(se.Layer) + len(e.Error.Message)
 	} else {
 		e.ResultBytes, e.ResultSHA256 = len(result), sha256hex(result)
 		size += len(result)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"crypto/tls"
@@ -112,6 +113,8 @@ type Bound struct {
 	// taint is the call's own data-flow labels, unless a tools.call above handed its
 	// own down through the context (taintOf).
 	taint taint
+	// refused is the last error of this package a Syscall returned (Refusal).
+	refused atomic.Pointer[Error]
 }
 
 // For binds the router to caller. The result implements wasm.Syscaller. A caller with
@@ -124,10 +127,27 @@ func (r *Router) For(caller Caller) *Bound {
 	return b
 }
 
+// Refusal is the last refusal a Syscall of b returned (a denial, a provider's
+// failure, an audit failure: an *Error), or nil. When the program of a tool let a
+// refused syscall escape, its caller reports the refusal's own message with it, so
+// the sandbox needs no wrapper of the caller's between itself and the router.
+func (b *Bound) Refusal() *Error { return b.refused.Load() }
+
 // Syscall runs one call: route lookup → capability → approval → argument validation →
 // budget → provider → result validation → audit event. Every outcome, allowed or
 // denied, is one audit event; a call whose event cannot be written fails.
 func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	res, err := b.syscall(ctx, name, args)
+	if err != nil {
+		var se *Error
+		if errors.As(err, &se) {
+			b.refused.Store(se)
+		}
+	}
+	return res, err
+}
+
+func (b *Bound) syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 	start := time.Now()
 	ev := auditEvent{Route: liberr.Clip(name, 64), Tool: b.caller.Tool, Depth: b.caller.Depth}
 	// The arguments are parsed once, here at the boundary: the audit record, the
@@ -310,15 +330,25 @@ func decodeArgs(args json.RawMessage) syscallArgs {
 
 // validateArgs checks the decoded arguments against the route's schema.
 func validateArgs(rt *route, in syscallArgs) (map[string]any, error) {
+	obj, problem, cause := checkArgs(rt, in)
+	if problem != "" {
+		return nil, errorf(CodeArgumentInvalid, rt.name+": "+problem, cause)
+	}
+	return obj, nil
+}
+
+// checkArgs is validateArgs's finding as data: what is wrong with the arguments,
+// without the route's name, and its cause; "" when they pass.
+func checkArgs(rt *route, in syscallArgs) (map[string]any, string, error) {
 	if in.err != nil {
-		return nil, errorf(CodeArgumentInvalid, rt.name+": arguments are not valid JSON: "+in.err.Error(), in.err)
+		return nil, "arguments are not valid JSON: " + in.err.Error(), in.err
 	}
 	v := in.value.ToAny()
 	if err := rt.argsSchema.Validate(v); err != nil {
-		return nil, errorf(CodeArgumentInvalid, rt.name+": "+schemaMessage(err), err)
+		return nil, schemaMessage(err), err
 	}
 	obj, _ := v.(map[string]any) // every args schema demands an object
-	return obj, nil
+	return obj, "", nil
 }
 
 // effectiveApproval is the stricter of the table's class and the caller's. A class the

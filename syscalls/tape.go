@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
@@ -22,6 +21,7 @@ import (
 //	{"name": "kv.get", "payload": {...}}                      // payload is an alias of result
 //	{"name": "clock.now", "ok": false, "error": "store offline"}
 //	{"name": "clock.now", "ok": false, "error": {"code": "capability_denied", "message": "…"}}
+//	{"name": "clock.now", "ok": false, "error": {"code": "capability_denied", "layer": "syscalls", "message": "…"}}
 //
 // Args, when present (even null), must equal the call's arguments as a JSON value.
 type TapeEntry struct {
@@ -32,70 +32,96 @@ type TapeEntry struct {
 	Result json.RawMessage
 	// Error, when set, rejects the call's Promise with this code and message.
 	Error *TapeError
+
+	// args and result are Args and Result as the entry's decoding parsed them, so that
+	// NewTape does not parse them again; nil for an entry built in Go.
+	args, result *jsonexact.Value
 }
 
-// TapeError is the rejection an ok:false entry produces in the guest. Both fields reach
-// the guest verbatim.
+// TapeError is the rejection an ok:false entry produces in the guest: the error with
+// Code, Layer and Message, which the guest reads as "layer: message" (the message
+// alone without a layer), as it read the live error. An exported tape records the
+// layer as a field; a tape without one (written by hand, or exported before the field
+// existed, when Message held the whole text) rejects with Message as it is. The layer
+// is never recovered from the text.
 type TapeError struct {
 	Code    string `json:"code"`
+	Layer   string `json:"layer,omitempty"`
 	Message string `json:"message"`
+}
+
+// err is the error the entry rejects with.
+func (e *TapeError) err() *Error {
+	return &Error{Code: liberr.Code(e.Code), Layer: e.Layer, Message: e.Message}
 }
 
 // codeToken is what an error string must look like to be used as the code as well as
 // the message: `"error": "capability_denied"` rejects with code capability_denied.
 var codeToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`) })
+
+// layerToken is what a tape error's layer looks like: a package's layer name.
+var layerToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`) })
+
 var tapeEntryKeys = map[string]bool{"name": true, "args": true, "result": true, "payload": true, "ok": true, "error": true}
 
 // UnmarshalJSON decodes one entry strictly: no unknown or duplicate keys, exactly one of
-// result / payload / (ok:false + error).
+// result / payload / (ok:false + error). The text is parsed once.
 func (e *TapeEntry) UnmarshalJSON(data []byte) error {
-	v, err := jsonexact.DecodeAny(data, 0)
+	v, err := jsonexact.Decode(data, 0)
 	if err != nil {
 		return tapeInvalid("entry is not valid JSON: " + err.Error())
 	}
-	obj, ok := v.(map[string]any)
-	if !ok {
+	return e.fromValue(v, data)
+}
+
+// fromValue builds the entry from its decoded value v and its text data, without
+// parsing either again.
+func (e *TapeEntry) fromValue(v jsonexact.Value, data []byte) error {
+	if v.Kind != jsonexact.Object {
 		return tapeInvalid("entry is not a JSON object")
 	}
 	var unknown []string
-	for k := range obj {
-		if !tapeEntryKeys[k] {
-			unknown = append(unknown, k)
+	field := map[string]*jsonexact.Value{}
+	for i := range v.O {
+		m := &v.O[i]
+		if !tapeEntryKeys[m.Key] {
+			unknown = append(unknown, m.Key)
 		}
+		field[m.Key] = &m.Val
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		return tapeInvalid(fmt.Sprintf("unknown key %q (an entry has name, args, result or payload, ok, error)", unknown[0]))
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil { // safe: keys are unique, checked above
+	_, raw, err := jsonexact.SplitDecoded(v, data)
+	if err != nil {
 		return tapeInvalid(err.Error())
 	}
 	var out TapeEntry
-	name, ok := obj["name"].(string)
-	if !ok || name == "" {
+	name, ok := field["name"]
+	if !ok || name.Kind != jsonexact.String || name.S == "" {
 		return tapeInvalid(`"name" must be a non-empty string`)
 	}
-	out.Name = name
+	out.Name = name.S
 	if a, ok := raw["args"]; ok {
-		out.Args = compact(a)
+		out.Args, out.args = a, field["args"]
 	}
 	res, hasResult := raw["result"]
+	resv := field["result"]
 	pay, hasPayload := raw["payload"]
 	if hasResult && hasPayload {
 		return tapeInvalid(`"result" and "payload" are the same field; give one`)
 	}
 	if hasPayload {
-		res, hasResult = pay, true
+		res, resv, hasResult = pay, field["payload"], true
 	}
-	okv, hasOK := obj["ok"]
-	okb, okIsBool := okv.(bool)
-	if hasOK && !okIsBool {
+	okv, hasOK := field["ok"]
+	if hasOK && okv.Kind != jsonexact.Bool {
 		return tapeInvalid(`"ok" must be a boolean`)
 	}
-	errv, hasErr := obj["error"]
+	errv, hasErr := field["error"]
 	switch {
-	case hasOK && !okb:
+	case hasOK && !okv.B:
 		if hasResult {
 			return tapeInvalid(`an ok:false entry has "error", not "result"`)
 		}
@@ -112,39 +138,46 @@ func (e *TapeEntry) UnmarshalJSON(data []byte) error {
 	case !hasResult:
 		return tapeInvalid(`an entry needs "result" (or "payload"), or "ok": false with "error"`)
 	default:
-		out.Result = compact(res)
+		out.Result, out.result = res, resv
 	}
 	*e = out
 	return nil
 }
 
-func decodeTapeError(v any) (*TapeError, error) {
-	switch x := v.(type) {
-	case string:
-		te := &TapeError{Code: CodeProviderFailed, Message: x}
-		if codeToken().MatchString(x) {
-			te.Code = x
+func decodeTapeError(v *jsonexact.Value) (*TapeError, error) {
+	switch v.Kind {
+	case jsonexact.String:
+		te := &TapeError{Code: CodeProviderFailed, Message: v.S}
+		if codeToken().MatchString(v.S) {
+			te.Code = v.S
 		}
 		return te, nil
-	case map[string]any:
-		for k := range x {
-			if k != "code" && k != "message" {
-				return nil, tapeInvalid(fmt.Sprintf(`unknown key %q in "error" (it has code and message)`, k))
+	case jsonexact.Object:
+		for _, m := range v.O {
+			if m.Key != "code" && m.Key != "layer" && m.Key != "message" {
+				return nil, tapeInvalid(fmt.Sprintf(`unknown key %q in "error" (it has code, layer and message)`, m.Key))
 			}
 		}
-		code, ok := x["code"].(string)
-		if !ok || code == "" {
+		code, ok := v.Get("code")
+		if !ok || code.Kind != jsonexact.String || code.S == "" {
 			return nil, tapeInvalid(`"error.code" must be a non-empty string`)
 		}
-		msg := code
-		if m, present := x["message"]; present {
-			if msg, ok = m.(string); !ok {
+		te := &TapeError{Code: code.S, Message: code.S}
+		if m, present := v.Get("message"); present {
+			if m.Kind != jsonexact.String {
 				return nil, tapeInvalid(`"error.message" must be a string`)
 			}
+			te.Message = m.S
 		}
-		return &TapeError{Code: code, Message: msg}, nil
+		if l, present := v.Get("layer"); present {
+			if l.Kind != jsonexact.String || !layerToken().MatchString(l.S) {
+				return nil, tapeInvalid(`"error.layer" must be a layer's name (syscalls, engine, …)`)
+			}
+			te.Layer = l.S
+		}
+		return te, nil
 	}
-	return nil, tapeInvalid(`"error" must be a string or {code, message}`)
+	return nil, tapeInvalid(`"error" must be a string or {code, layer, message}`)
 }
 
 // MarshalJSON writes the entry in its canonical form (result, never payload).
@@ -169,22 +202,41 @@ func (e TapeEntry) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// ParseTape decodes a JSON array of entries strictly.
+// ParseTape decodes a JSON array of entries strictly. The text is parsed once: each
+// entry is built from its part of the one decoding, so that an error names its entry.
 func ParseTape(data []byte) ([]TapeEntry, error) {
-	// Split the array first, then decode each entry strictly, so that an error names
-	// its entry.
-	var raws []json.RawMessage
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 || trimmed[0] != '[' || !utf8.Valid(data) || json.Unmarshal(data, &raws) != nil {
+	v, err := jsonexact.Decode(data, 0)
+	if err != nil {
+		return nil, badTape(data)
+	}
+	if v.Kind != jsonexact.Array {
+		return nil, tapeInvalid("tape is not a JSON array of entries")
+	}
+	raws, err := jsonexact.SplitDecodedArray(v, data)
+	if err != nil {
 		return nil, tapeInvalid("tape is not a JSON array of entries")
 	}
 	out := make([]TapeEntry, len(raws))
 	for i, r := range raws {
-		if err := out[i].UnmarshalJSON(r); err != nil {
+		if err := out[i].fromValue(v.A[i], r); err != nil {
 			return nil, atEntry(i, err)
 		}
 	}
 	return out, nil
+}
+
+// badTape names what is wrong with a tape that is not exact JSON: the entry that is
+// not, when the text is an array at all. Only a refused tape is read this way.
+func badTape(data []byte) error {
+	var raws []json.RawMessage
+	if json.Unmarshal(data, &raws) == nil {
+		for i, r := range raws {
+			if _, err := jsonexact.Decode(r, 0); err != nil {
+				return atEntry(i, tapeInvalid("entry is not valid JSON: "+err.Error()))
+			}
+		}
+	}
+	return tapeInvalid("tape is not a JSON array of entries")
 }
 
 // Tape replays ordered mocks in place of every provider during validation. No provider,
@@ -204,7 +256,8 @@ type tapeEntry struct {
 	args any // decoded Args, nil when unchecked
 }
 
-// NewTape checks entries and returns a player positioned at the first one.
+// NewTape checks entries and returns a player positioned at the first one. An entry
+// that ParseTape or UnmarshalJSON made is not parsed again.
 func NewTape(entries []TapeEntry) (*Tape, error) {
 	t := &Tape{entries: make([]tapeEntry, len(entries))}
 	for i, e := range entries {
@@ -213,17 +266,25 @@ func NewTape(entries []TapeEntry) (*Tape, error) {
 			return nil, atEntry(i, tapeInvalid(`"name" must be a non-empty string`))
 		}
 		if e.Args != nil {
-			v, err := jsonexact.DecodeAny(e.Args, 0)
-			if err != nil {
-				return nil, atEntry(i, tapeInvalid("args are not valid JSON: "+err.Error()))
+			if te.TapeEntry.args == nil {
+				v, err := jsonexact.Decode(e.Args, 0)
+				if err != nil {
+					return nil, atEntry(i, tapeInvalid("args are not valid JSON: "+err.Error()))
+				}
+				te.TapeEntry.args = &v
 			}
-			te.args = v
+			te.args = te.TapeEntry.args.ToAny()
 		}
 		if e.Error == nil {
 			if len(e.Result) == 0 {
 				te.Result = json.RawMessage("null")
-			} else if _, err := jsonexact.DecodeAny(e.Result, 0); err != nil {
-				return nil, atEntry(i, tapeInvalid("result is not valid JSON: "+err.Error()))
+				te.TapeEntry.result = &jsonexact.Value{Kind: jsonexact.Null}
+			} else if te.TapeEntry.result == nil {
+				v, err := jsonexact.Decode(e.Result, 0)
+				if err != nil {
+					return nil, atEntry(i, tapeInvalid("result is not valid JSON: "+err.Error()))
+				}
+				te.TapeEntry.result = &v
 			}
 		} else if e.Error.Code == "" {
 			return nil, atEntry(i, tapeInvalid(`"error.code" must be a non-empty string`))
@@ -291,16 +352,12 @@ func checkAgainstRoute(i int, e tapeEntry) error {
 		return err
 	}
 	if e.Args != nil {
-		if _, err := validateArgs(rt, decodeArgs(e.Args)); err != nil {
-			var se *Error
-			errors.As(err, &se)
-			return bad("args", "args do not match the argument schema of %s, so no call could match them: %s",
-				rt.name, strings.TrimPrefix(se.Message, rt.name+": "))
+		if _, problem, _ := checkArgs(rt, syscallArgs{sent: e.Args, raw: e.Args, value: *e.TapeEntry.args}); problem != "" {
+			return bad("args", "args do not match the argument schema of %s, so no call could match them: %s", rt.name, problem)
 		}
 	}
 	if e.Error == nil {
-		v, _ := jsonexact.DecodeAny(e.Result, 0)
-		if err := rt.resultSchema.Validate(v); err != nil {
+		if err := rt.resultSchema.Validate(e.TapeEntry.result.ToAny()); err != nil {
 			return bad("result", "result does not match the result schema of %s, which production never breaks: %s", rt.name, schemaMessage(err))
 		}
 		return nil
@@ -332,7 +389,14 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 	if t.failure != nil {
 		return nil, t.failure
 	}
-	observed, decErr := jsonexact.DecodeAny(args, 0)
+	// The arguments are parsed once: the comparison with the entry and the route's
+	// schema read the same decoding.
+	in := decodeArgs(args)
+	decErr := in.err
+	if len(args) == 0 {
+		// decodeArgs reads no arguments as {}; a tape holds the call to what it sent.
+		_, decErr = jsonexact.Decode(args, 0)
+	}
 	if t.next >= len(t.entries) {
 		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
 			"tape: call %d is %s %s but the tape has no entry left (%d given)",
@@ -348,7 +412,7 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 		return nil, t.fail(errorf(CodeArgumentInvalid, fmt.Sprintf(
 			"tape entry %d (%s): arguments are not valid JSON: %v", i, e.Name, decErr), decErr))
 	}
-	if e.Args != nil && !jsonexact.Equal(e.args, observed) {
+	if e.Args != nil && !jsonexact.Equal(e.args, in.value.ToAny()) {
 		return nil, t.fail(errorf(CodeTapeMismatch, fmt.Sprintf(
 			"tape entry %d (%s): expected args %s, observed %s", i, e.Name, shortArgs(e.Args), shortArgs(args)), nil))
 	}
@@ -362,14 +426,14 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 	if !ok {
 		return nil, t.fail(&Error{Code: CodeUnknownSyscall, Message: unknownSyscallMessage})
 	}
-	if _, err := validateArgs(rt, decodeArgs(args)); err != nil {
+	if _, err := validateArgs(rt, in); err != nil {
 		var se *Error
 		errors.As(err, &se)
 		return nil, t.fail(errorf(se.Code, fmt.Sprintf("tape entry %d: %s", i, se.Message), err))
 	}
 	t.next++
 	if e.Error != nil {
-		return nil, recorded(liberr.Code(e.Error.Code), e.Error.Message)
+		return nil, e.Error.err()
 	}
 	return append(json.RawMessage(nil), e.Result...), nil
 }
@@ -407,12 +471,19 @@ func (t *Tape) Consumed() int {
 	return t.next
 }
 
-func tapeInvalid(msg string) *Error { return errorf(CodeTapeInvalid, "tape: "+msg, nil) }
+// tapeProblem is what is wrong with a tape, without saying where: atEntry places it
+// at its entry. It is the cause of the tape_invalid error tapeInvalid makes.
+type tapeProblem string
 
+func (p tapeProblem) Error() string { return string(p) }
+
+func tapeInvalid(msg string) *Error { return errorf(CodeTapeInvalid, "tape: "+msg, tapeProblem(msg)) }
+
+// atEntry places a tape problem at entry i.
 func atEntry(i int, err error) error {
-	var se *Error
-	if errors.As(err, &se) {
-		return errorf(se.Code, fmt.Sprintf("tape entry %d: %s", i, strings.TrimPrefix(se.Message, "tape: ")), err)
+	var p tapeProblem
+	if errors.As(err, &p) {
+		return errorf(CodeTapeInvalid, fmt.Sprintf("tape entry %d: %s", i, p), err)
 	}
 	return err
 }

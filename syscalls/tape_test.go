@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // step is one syscall a simulated guest makes, and what the test expects of it.
@@ -310,5 +312,84 @@ func TestTapeEntriesMatchTheirRoute(t *testing.T) {
 		if _, err := NewTape(mustParseTape(t, tape)); err != nil {
 			t.Errorf("%s: %v", tape, err)
 		}
+	}
+}
+
+// "No recovery of codes from text": a tape's error carries its layer as a field, and
+// the guest reads the same "layer: message" it read live. A tape without the field
+// (written by hand, or exported before it existed, its message holding the whole
+// text) rejects with its message as it is: the same bytes, and no layer read out of
+// them.
+func TestTapeErrorLayerIsAField(t *testing.T) {
+	const msg = "kv.put requires capability kv:write, which this process does not hold"
+	live := errorf(CodeCapabilityDenied, msg, nil)
+	for _, c := range []struct {
+		rule, entry, layer, message string
+	}{
+		{"an exported entry names its layer", `{"code":"capability_denied","layer":"syscalls","message":"` + msg + `"}`, Layer, msg},
+		{"an entry from before the layer field keeps its whole text", `{"code":"capability_denied","message":"syscalls: ` + msg + `"}`, "", "syscalls: " + msg},
+	} {
+		t.Run(c.rule, func(t *testing.T) {
+			tape, err := NewTape(mustParseTape(t, `[{"name":"kv.put","args":{"key":"k","value":1},"ok":false,"error":`+c.entry+`}]`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = tape.Syscall(context.Background(), "kv.put", json.RawMessage(`{"key":"k","value":1}`))
+			var se *Error
+			if !errors.As(err, &se) || se.Code != CodeCapabilityDenied || se.Layer != c.layer || se.Message != c.message {
+				t.Fatalf("replayed %#v, want layer %q message %q", err, c.layer, c.message)
+			}
+			if se.Error() != live.Error() {
+				t.Fatalf("the guest reads %q, it read %q live", se.Error(), live.Error())
+			}
+		})
+	}
+	t.Run("the layer round-trips", func(t *testing.T) {
+		es := mustParseTape(t, `[{"name":"kv.put","ok":false,"error":{"code":"capability_denied","layer":"syscalls","message":"m"}}]`)
+		b, _ := json.Marshal(es)
+		if want := `[{"name":"kv.put","ok":false,"error":{"code":"capability_denied","layer":"syscalls","message":"m"}}]`; string(b) != want {
+			t.Fatalf("got %s, want %s", b, want)
+		}
+	})
+	for _, bad := range []string{`"layer":3`, `"layer":""`, `"layer":"Syscalls: x"`} {
+		if _, err := ParseTape([]byte(`[{"name":"kv.put","ok":false,"error":{"code":"capability_denied",` + bad + `}}]`)); !errors.Is(err, ErrTapeInvalid) {
+			t.Errorf("error with %s: %v, want tape_invalid", bad, err)
+		}
+	}
+}
+
+// The tape player parses each document once: the tape's text once (every entry is
+// built from that one decoding, NewTape parses nothing again), and each call's
+// arguments once (the comparison with the entry and the route's schema read the same
+// decoding). Counted by jsonexact.Decodes.
+func TestTapePlayerParsesOnce(t *testing.T) {
+	const tapeText = `[{"name":"clock.now","args":{"timezone":"UTC"},"result":{"iso8601":"2026-01-02T03:04:05+00:00","unix_seconds":1767323045,"timezone":"UTC"}},
+		{"name":"kv.get","args":{"key":"k"},"result":{"found":false,"value":null}},
+		{"name":"kv.put","args":{"key":"k","value":1},"ok":false,"error":{"code":"capability_denied","layer":"syscalls","message":"m"}}]`
+	before := jsonexact.Decodes()
+	es, err := ParseTape([]byte(tapeText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := jsonexact.Decodes() - before; n != 1 {
+		t.Fatalf("ParseTape parsed %d documents, want 1", n)
+	}
+	before = jsonexact.Decodes()
+	tape, err := NewTape(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := jsonexact.Decodes() - before; n != 0 {
+		t.Fatalf("NewTape parsed %d documents of entries already parsed, want 0", n)
+	}
+	for _, c := range []struct{ name, args string }{{"clock.now", `{"timezone":"UTC"}`}, {"kv.get", `{"key":"k"}`}, {"kv.put", `{"key":"k","value":1}`}} {
+		before = jsonexact.Decodes()
+		_, _ = tape.Syscall(context.Background(), c.name, json.RawMessage(c.args))
+		if n := jsonexact.Decodes() - before; n != 1 {
+			t.Fatalf("%s parsed %d documents, want 1", c.name, n)
+		}
+	}
+	if err := tape.Finish(); err != nil {
+		t.Fatal(err)
 	}
 }

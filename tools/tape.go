@@ -53,15 +53,24 @@ type ExpectedError struct {
 	Code string `json:"code"`
 }
 
-// afterReturn says whether a failure with code (and reason) came after the tool's code
-// returned: the engine's output-schema and result-size checks, which a test does not
-// exercise, or the host failing. Such a failure cannot be a test's expected refusal.
-func afterReturn(code, reason string) bool {
+// afterReturn says whether a failure with code, settled at stage (the tool_failed
+// event's "stage" field), came after the tool's code returned: the engine's
+// output-schema and result-size checks, which a test does not exercise, or the host
+// failing. Such a failure cannot be a test's expected refusal.
+//
+// An event written before the stage was recorded has none. Its limit_exceeded may be
+// the result limit or a limit of the sandbox, and nothing but its text would tell: it
+// is read as after return, so such a call is refused for export (not_replayable)
+// rather than exported as a test that could never pass.
+func afterReturn(code, stage string) bool {
+	if stage == engine.FailedAtResult {
+		return true
+	}
 	switch code {
 	case string(engine.CodeOutputInvalid), string(CodeStorage), string(CodeToolFailed), "canceled", "":
 		return true
 	case string(CodeLimitExceeded):
-		return strings.Contains(reason, "result limit")
+		return stage != engine.FailedInHandler
 	}
 	return false
 }
@@ -79,6 +88,7 @@ type storedCall struct {
 	settlement  string // tool_result, tool_failed, unknown_settlement, or "" when open
 	failCode    string
 	failReason  string
+	failStage   string // "" in events written before the stage was recorded
 	syscalls    []syscallEvent
 	missingJrnl bool // a syscall event of the call names no journal entry
 }
@@ -132,9 +142,9 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 				}
 				c.settlement = e.Type
 				if e.Type == store.EventToolFailed {
-					var d struct{ Code, Reason string }
+					var d struct{ Code, Reason, Stage string }
 					_ = json.Unmarshal(e.Data, &d)
-					c.failCode, c.failReason = d.Code, d.Reason
+					c.failCode, c.failReason, c.failStage = d.Code, d.Reason, d.Stage
 				}
 			case syscalls.EventSyscall:
 				c := byID[e.CallID]
@@ -228,7 +238,9 @@ func (c *storedCall) tape(st *store.Store) ([]syscalls.TapeEntry, []store.Journa
 		}
 		te := syscalls.TapeEntry{Name: e.Route, Args: e.Args, Result: e.Result}
 		if e.Error != nil {
-			te.Error = &syscalls.TapeError{Code: e.Error.Code, Message: e.Error.Message}
+			// The layer is carried as a field; an entry journaled before it was kept
+			// holds the whole text in its message and none, and replays as it is.
+			te.Error = &syscalls.TapeError{Code: e.Error.Code, Layer: e.Error.Layer, Message: e.Error.Message}
 		}
 		tape[i] = te
 	}
@@ -296,7 +308,7 @@ func exportCall(st *store.Store, c *storedCall) (TestCase, error) {
 		args = json.RawMessage("{}")
 	}
 	if c.settlement != store.EventToolResult {
-		if afterReturn(c.failCode, c.failReason) {
+		if afterReturn(c.failCode, c.failStage) {
 			return TestCase{}, errorf(CodeNotReplayable, "call %s of %s failed with %s after its code ran (%s): a test cannot expect that refusal",
 				c.id, c.tool, orNone(c.failCode), liberr.Clip(c.failReason, 200))
 		}

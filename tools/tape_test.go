@@ -224,6 +224,10 @@ func TestExportRefusals(t *testing.T) {
 			b, _ := json.Marshal(tc)
 			t.Fatalf("the exported refusal: %s", b)
 		}
+		// The refusal's layer is exported as a field, not as a prefix of its message.
+		if te := tc.Syscalls[1].Error; te.Layer != "syscalls" || strings.HasPrefix(te.Message, "syscalls:") {
+			t.Fatalf("the exported refusal's layer and message: %+v", te)
+		}
 		b, _ := json.Marshal(tc)
 		if !strings.Contains(string(b), `"expected_error":{"code":"capability_denied"}`) || strings.Contains(string(b), `"expected":`) {
 			t.Fatalf("the exported form: %s", b)
@@ -259,6 +263,49 @@ func TestExportRefusals(t *testing.T) {
 		}
 		if _, err := tools.ExportTape(w.st, pid, call); !codeIs(err, tools.CodeNotReplayable) {
 			t.Fatalf("export of an output_invalid call: %v", err)
+		}
+	})
+
+	// "No recovery of codes from text": whether a limit_exceeded came after the code
+	// returned is the tool_failed event's stage, never its reason's words. A sandbox
+	// limit (the code's own failure) is a test's expected refusal; the result limit
+	// (after the code returned) is not.
+	t.Run("limit_exceeded: the recorded stage decides", func(t *testing.T) {
+		open := withField(t, cand, "output_schema", `{"type":"object"}`)
+		open = withField(t, open, "tests", `[]`)
+		stageOf := func(pid, call string) string {
+			for _, e := range w.events(t, pid) {
+				if e.Type == engine.EventToolFailed && e.CallID == call {
+					var d struct{ Stage string }
+					if err := json.Unmarshal(e.Data, &d); err != nil {
+						t.Fatal(err)
+					}
+					return d.Stage
+				}
+			}
+			t.Fatalf("no tool_failed for %s", call)
+			return ""
+		}
+
+		loop := withField(t, open, "source_code", `"export async function run(args: { timezone: string }, libos: any) {\n  for (let i = 0; i < 1000; i++) { await libos.syscall(\"clock.now\", { timezone: args.timezone }); }\n  return {};\n}\n"`)
+		pid := w.registerCandidate(t, loop, "clock:now")
+		call, err := w.callID(t, pid, "clock_visits", `{"timezone":"UTC"}`)
+		if codeOf(err) != "limit_exceeded" || stageOf(pid, call) != engine.FailedInHandler {
+			t.Fatalf("a call over the sandbox's syscall bound: %v, stage %q", err, stageOf(pid, call))
+		}
+		tc, err := tools.ExportTape(w.st, pid, call)
+		if err != nil || tc.ExpectedError == nil || tc.ExpectedError.Code != "limit_exceeded" {
+			t.Fatalf("a sandbox limit is the code's own refusal, exported as expected_error: %+v %v", tc, err)
+		}
+
+		big := withField(t, open, "source_code", `"export async function run(args: { timezone: string }, libos: any) {\n  return { s: \"x\".repeat(70000) };\n}\n"`)
+		pid = w.registerCandidate(t, big, "clock:now")
+		call, err = w.callID(t, pid, "clock_visits", `{"timezone":"UTC"}`)
+		if codeOf(err) != "limit_exceeded" || stageOf(pid, call) != engine.FailedAtResult {
+			t.Fatalf("a call over the result limit: %v, stage %q", err, stageOf(pid, call))
+		}
+		if _, err := tools.ExportTape(w.st, pid, call); !codeIs(err, tools.CodeNotReplayable) {
+			t.Fatalf("export of a call refused at its result: %v", err)
 		}
 	})
 

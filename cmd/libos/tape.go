@@ -16,6 +16,7 @@ import (
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
+	"github.com/agentlibos/libos/wasm"
 )
 
 // openStore opens the store at dir (or --data) alone: tape and replay read it and
@@ -259,6 +260,22 @@ usage or storage errors.`,
 	return c
 }
 
+// openReplay opens what a replay runs on: the store in dir (the data directory when
+// dir is "") and a sandbox. closeAll releases both, the sandbox first.
+func openReplay(ctx context.Context, e *env, dir string) (st *store.Store, sb *wasm.Engine, closeAll func(), err error) {
+	if st, err = openStore(e, dir); err != nil {
+		return nil, nil, nil, err
+	}
+	if sb, err = newSandbox(ctx, e); err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	return st, sb, func() {
+		sb.Close(context.Background())
+		st.Close()
+	}, nil
+}
+
 func parseSince(s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
@@ -288,16 +305,11 @@ func replay(ctx context.Context, e *env, f replayFlags, args []string) error {
 		}
 		opts.Source, opts.OutputSchema, opts.Tool = c.SourceCode, c.OutputSchema, c.Name
 	}
-	st, err := openStore(e, "")
+	st, sb, closeAll, err := openReplay(ctx, e, "")
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	sb, err := newSandbox(ctx, e)
-	if err != nil {
-		return err
-	}
-	defer sb.Close(context.Background())
+	defer closeAll()
 
 	var results []tools.ReplayResult
 	if f.all {
@@ -375,12 +387,8 @@ Exit status: 0 when every candidate is ok, 1 when any is rejected or replays dif
 			return validate(cmd.Context(), e, f, args)
 		},
 	}
-	fl := c.Flags()
-	fl.BoolVar(&f.asJSON, "json", false, "print the full result as one JSON object")
-	fl.StringVar(&f.junit, "junit", "", "also write a JUnit XML report to FILE")
-	fl.StringVar(&f.replayStore, "replay-store", "", "also replay the stored calls of each candidate's tool in the store in `DIR`")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also print the console output of the tests")
-	_ = c.MarkFlagFilename("junit", "xml")
+	f.reportFlags(c)
+	c.Flags().StringVar(&f.replayStore, "replay-store", "", "also replay the stored calls of each candidate's tool in the store in `DIR`")
 	_ = c.MarkFlagDirname("replay-store")
 	return c
 }
@@ -392,16 +400,11 @@ func replayStored(ctx context.Context, e *env, dir string, raws [][]byte, result
 	if _, err := os.Stat(dir); err != nil {
 		return usageErr("--replay-store: %v", err)
 	}
-	st, err := openStore(e, dir)
+	st, sb, closeAll, err := openReplay(ctx, e, dir)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	sb, err := newSandbox(ctx, e)
-	if err != nil {
-		return err
-	}
-	defer sb.Close(context.Background())
+	defer closeAll()
 	procs, err := st.Processes()
 	if err != nil {
 		return usageErr("--replay-store: %v", err)

@@ -76,14 +76,20 @@ path) and when SIGINT or SIGTERM stops the run, which then prints no report.`,
 			return validate(cmd.Context(), e, f, args)
 		},
 	}
+	f.reportFlags(c)
+	c.Flags().StringVar(&f.store, "store", "", "also propose and validate each candidate in a fresh process of the store in DIR")
+	_ = c.MarkFlagDirname("store")
+	return c
+}
+
+// reportFlags declares the report flags validate and test share (--json, --junit,
+// --verbose): one report, so one set of flags with one meaning.
+func (f *validateFlags) reportFlags(c *cobra.Command) {
 	fl := c.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print the full result as one JSON object")
 	fl.StringVar(&f.junit, "junit", "", "also write a JUnit XML report to FILE")
-	fl.StringVar(&f.store, "store", "", "also propose and validate each candidate in a fresh process of the store in DIR")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also print the console output of the tests")
 	_ = c.MarkFlagFilename("junit", "xml")
-	_ = c.MarkFlagDirname("store")
-	return c
 }
 
 // candidateResult is one candidate in the report; the JSON names are the documented

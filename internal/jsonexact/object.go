@@ -100,3 +100,26 @@ func FieldString(fields map[string]json.RawMessage, name string) (s string, ok b
 	}
 	return s, true
 }
+
+// SplitDecodedArray is SplitDecoded for an array: data, which Decode has already
+// turned into v, split into the compact raw text of each element (escapes as written).
+// It checks and parses nothing again.
+func SplitDecodedArray(v Value, data []byte) ([]json.RawMessage, error) {
+	if v.Kind != Array {
+		return nil, errors.New("not a JSON array")
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(data))
+	if err := json.Compact(&buf, data); err != nil {
+		return nil, err
+	}
+	c := buf.Bytes()
+	out := make([]json.RawMessage, len(v.A))
+	i := 1 // past '['
+	for k := range v.A {
+		end := skipValue(c, i)
+		out[k] = json.RawMessage(c[i:end:end])
+		i = end + 1 // past ','
+	}
+	return out, nil
+}
