@@ -58,8 +58,10 @@ type Config struct {
 }
 
 // Engine runs JavaScript programs in the QuickJS guest. The guest is compiled once, when
-// the Engine is made; instances are pooled and reused, each call getting a fresh
-// JavaScript runtime and context. An Engine is safe for concurrent use.
+// the Engine is made; instances are pooled and reused, and each call gets a JavaScript
+// runtime and context that no earlier call touched: the instance's memory is restored
+// to the snapshot taken once the prelude was installed. An Engine is safe for
+// concurrent use.
 type Engine struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
