@@ -143,7 +143,7 @@
 // tool's definition. Approve/Deny decide it; a timeout (Config.ApprovalTimeout for
 // tools, the router's for routes) expires it. A decision applies to one call with
 // the same arguments and definition, also after a restart. The kernel is the
-// syscalls.Approver of every SyscallCaller. The operator also reads Candidates (with
+// syscalls.Approver of every call's Syscalls. The operator also reads Candidates (with
 // their validation records), Bindings, Approvals/PendingApprovals, Events, VerifyLog,
 // ExportEvents (JSON lines) and Checkpoints, and removes a JIT tool with
 // RevokeBinding; UnknownSettlements and BindingFailures report what Open found.

@@ -33,10 +33,17 @@
 // sequence), Head, Verify, Unsettled, Candidate/Candidates (scoped to the owner
 // PID), Binding/Bindings, ToolResult, Approval/Approvals, Checkpoint/Checkpoints,
 // Budget/Budgets, KVGet, KVList (prefix, cursor, limit), Journal.
-// Writers (on Tx): Append, PutProcess, CreateCandidate, PutCandidate, AddBinding,
+// Writers (on Tx): Append, AppendDoc, PutProcess, CreateCandidate, PutCandidate, AddBinding,
 // DeleteBinding, PutToolResult, PutApproval, AddCheckpoint, Charge, KVPut, KVDelete,
 // PutJournal;
-// Store has one-call forms of Append, Charge, KVPut and KVDelete.
+// Store has one-call forms of Append, AppendDoc, Charge, KVPut and KVDelete.
+//
+// Event data is exact JSON (internal/jsonexact). Append parses what it is given and
+// refuses anything else with invalid. AppendDoc takes a jsonexact.Doc, a value that
+// package decoded or encoded and that only it can make, and applies the same rules
+// (an object, within the size bound, the call_id rules) without parsing the text
+// again: the kernel writes the events of a call from values it has already decoded,
+// so a call's arguments are parsed once however many records carry them.
 //
 // # Guarantees
 //

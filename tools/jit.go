@@ -74,7 +74,7 @@ type Config struct {
 	// defaults.
 	Run wasm.Limits
 	// Authority builds the syscall authority of a JIT tool call. Nil means the
-	// kernel's: call.SyscallCaller() (the process's live capabilities, the kernel as
+	// kernel's: call.Syscalls (the process's live capabilities, the kernel as
 	// approver, the image's route policy and budgets, tools.call, the call's depth).
 	Authority func(call *engine.Call) syscalls.Caller
 }
@@ -83,7 +83,8 @@ type Config struct {
 // tools they register. Make it with NewJIT and hand it to engine.Open: Tools() as
 // built-ins and the JIT itself as engine.Config.JIT, the one loader through which the
 // kernel rehydrates and forks bindings. It keeps no kernel: a call hands its handler
-// the kernel running it (engine.Call.ToolKinds, InstallTool, SyscallCaller).
+// its syscall authority (engine.Call.Syscalls) and, for register, the kernel running it
+// (engine.Call.ToolKinds, InstallTool).
 type JIT struct {
 	st        *store.Store
 	sandbox   *wasm.Engine
@@ -645,7 +646,7 @@ func syscallText(err error) string {
 func runError(tool string, err error, denied *syscalls.Error) error {
 	var we *wasm.Fault
 	if !errors.As(err, &we) {
-		return &Error{Layer: layer, Code: CodeToolFailed, Message: tool + ": " + err.Error(), Err: err}
+		return liberr.WrapQuoting(layer, CodeToolFailed, err, tool)
 	}
 	if we.Code == wasm.CodeJSError && we.Refusal != "" {
 		what := we.Message

@@ -58,8 +58,10 @@ type Config struct {
 }
 
 // Engine runs JavaScript programs in the QuickJS guest. The guest is compiled once, when
-// the Engine is made; instances are pooled and reused, each call getting a fresh
-// JavaScript runtime and context. An Engine is safe for concurrent use.
+// the Engine is made; instances are pooled and reused, and each call gets a JavaScript
+// runtime and context that no earlier call touched: the instance's memory is restored
+// to the snapshot taken once the prelude was installed. An Engine is safe for
+// concurrent use.
 type Engine struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
@@ -85,7 +87,7 @@ type Engine struct {
 	snap     []byte
 	snapFrom uint32
 	// snapRuns are the runs of 4 KiB blocks of snap that are not all zero: all that a new
-	// instance, whose memory is zero, needs written (a third of the snapshot).
+	// instance, whose memory is zero, needs written (336 of its 384 KiB).
 	snapRuns [][2]int
 }
 
@@ -436,8 +438,8 @@ func (in *instance) restore(snap []byte, from uint32, runs [][2]int) bool {
 	if !ok {
 		return false
 	}
-	// The snapshot is two thirds zero (free space of the prepared heap): its runs that
-	// are not are copied, the rest cleared, which does not read those bytes of snap.
+	// The blocks of the snapshot that are all zero (48 of its 384 KiB, free space of the
+	// prepared heap) are cleared rather than copied, which does not read them from snap.
 	dst, at := mem[from:end], 0
 	for _, r := range runs {
 		clear(dst[at:r[0]])
