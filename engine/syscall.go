@@ -1,16 +1,14 @@
 package engine
 
 import (
-	"maps"
-
 	"github.com/agentlibos/libos/syscalls"
 )
 
 // SyscallCaller is the authority this call's syscalls run with: the process's live
 // capability set (a revocation stops the next syscall, even of this call), the kernel
 // as approver (operator-class routes wait for a durable approval bound to their exact
-// arguments and to this tool's definition), the image's route approval policy and
-// syscall budgets, the host tools for tools.call, and this call's depth. It is
+// arguments and to this tool's definition), the image's route policy compiled once per
+// process (every slot: approvals, budgets, size bounds, egress, labels), the host tools for tools.call, and this call's depth. It is
 // Deferred: the router's audit events and writes become durable with the call's
 // synced settlement. A JIT tool's call also gets its call ID and the image's journal
 // bounds: the router journals every result its code receives.
@@ -34,8 +32,6 @@ func (c *Call) SyscallCaller() syscalls.Caller {
 	// its audit events and staged writes to that sync.
 	caller.Deferred = true
 	caller.Approver = routeApprover{k: c.k, p: c.p, via: c.Via}
-	caller.Approvals = c.p.img.RouteApprovals()
-	caller.Budgets = maps.Clone(c.p.img.Limits.SyscallBudgets)
 	caller.Journal = c.p.img.Limits.Journal
 	caller.Tools = c.k.runtime.Tools
 	caller.Policy = c.p.policy
