@@ -29,28 +29,34 @@
 //
 // # The path of one tool call
 //
-// One MCP tools/call of a JIT tool, from the frame to Pebble, in DESIGN's order, one
-// package at a time:
+// One MCP tools/call, from the frame to Pebble, in DESIGN's order. Each package is
+// entered once, going down, and calls only the ones after it; the stack of every write
+// a call makes is held to this list by TestCallPathMCPToPebble:
 //
 //  1. mcpserver: the transport reads the message and parses it once, exactly
 //     (internal/jsonexact), refusing a bad frame as protocol_frame before the SDK sees
-//     it; the tools/call is handed to the kernel as a frame.
+//     it; the tools/call goes to the kernel as a frame (engine.Kernel.HandleFrame).
 //  2. engine: the adapter normalises the frame and decodes the arguments, once; then
 //     the named stages of dispatch: lookup (projection), argument size, input schema,
-//     the visibility and Skill gates, approval; open (budget and tool_called, written
-//     as the durability stage decides); the handler; settle (result size, output
-//     schema, normalisation, tool_result or tool_failed). The call carries down to the
-//     handler its decoded arguments (Call.ArgsValue), its syscall authority
-//     (Call.SyscallCaller) and the kernel's tool table (Call.InstallTool).
-//  3. tools: the JIT handler runs the registered program in the sandbox with that
-//     authority and maps a sandbox failure to the call's code. JIT bindings come back
-//     only through the kernel (engine.Config.JIT), never through tools on its own.
-//  4. wasm: the program runs in QuickJS; each libos.syscall crosses the boundary as
-//     JSON and goes out through the Syscaller.
-//  5. syscalls: the router takes each syscall through route, capability, approval,
-//     arguments, budget, provider and result, and audits it.
-//  6. store: every event and write above is a Pebble batch; the hash-chained log is the
-//     record of the call.
+//     the visibility and Skill gates, approval; open (budget and tool_called); the
+//     handler; settle (result size, output schema, normalisation, tool_result or
+//     tool_failed). Before the handler runs the kernel puts on the Call, as plain
+//     values, all the handler needs: the arguments and the call's syscall authority
+//     (Call.Syscalls, a syscalls.Caller). A built-in tool such as echo ends here: the
+//     call's writes are the kernel's own (engine → store).
+//  3. tools: the JIT handler binds the router to that authority (syscalls.Router.For)
+//     and runs the registered program in the sandbox; it calls nothing of the kernel.
+//  4. wasm: the program runs in QuickJS; each libos.syscall crosses the guest boundary
+//     as JSON and goes straight to the bound router (a wasm.Syscaller).
+//  5. syscalls: the router takes the syscall through route, capability, approval,
+//     arguments, budget, provider and result, and commits the provider's write with its
+//     audit event.
+//  6. store: every write above is one Pebble batch (store.Update, UpdateDeferred); the
+//     hash-chained log is the record of the call.
 //
-// Each result goes back up the same way; no package is entered twice going down.
+// Each result goes back up the same way. Leaf packages that call nothing of the module
+// (internal/jsonexact, liberr) serve every step and are not steps. Two interfaces the
+// kernel hands down are called back only off this path: its approver, for a route the
+// image makes operator-class, and its host tools, for a tools.call syscall, which is a
+// new tool call of its own and starts again at step 2.
 package libos

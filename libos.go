@@ -57,6 +57,11 @@ type Options struct {
 	// Cluster, when set, runs the System in the replicated mode (ClusterOptions); nil
 	// keeps the single-host store.
 	Cluster *ClusterOptions
+
+	// storeClock, when set, is the store's clock (store.Options.Now). It is called once
+	// at the start of every write transaction, on the writer's goroutine: the tests of
+	// the call path read the stack of each write through it.
+	storeClock func() time.Time
 }
 
 // CodeCacheUnusable is the code of ErrCache.
@@ -137,7 +142,9 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 			return nil, err
 		}
 	}
-	st, err := store.Open(dir, ch.storeOptions())
+	so := ch.storeOptions()
+	so.Now = opts.storeClock
+	st, err := store.Open(dir, so)
 	if err != nil {
 		ch.close()
 		sb.Close(ctx)

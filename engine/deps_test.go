@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"go/build"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,4 +43,30 @@ func TestEngineLinksNoSandbox(t *testing.T) {
 		}
 	}
 	walk(module+"/engine", []string{module + "/engine"})
+}
+
+// The same rule as the command states it: "go list -deps ./engine | grep wazero is
+// empty". This one also sees the module's dependencies: a package outside the module
+// that linked wazero would fail it.
+func TestGoListDepsOfEngineHasNoWazero(t *testing.T) {
+	goTool, err := exec.LookPath(filepath.Join(runtime.GOROOT(), "bin", "go"))
+	if err != nil {
+		if goTool, err = exec.LookPath("go"); err != nil {
+			t.Skip("no go command to run go list with")
+		}
+	}
+	cmd := exec.Command(goTool, "list", "-deps", ".")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) == 0 || !slices.Contains(deps, "github.com/agentlibos/libos/engine") {
+		t.Fatalf("go list -deps listed %d packages, without engine itself", len(deps))
+	}
+	for _, d := range deps {
+		if strings.Contains(d, "wazero") || d == "github.com/agentlibos/libos/wasm" {
+			t.Errorf("engine depends on %s", d)
+		}
+	}
 }

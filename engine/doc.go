@@ -15,6 +15,16 @@
 // (records, atomic Update batches, the hash-chained event log). It never imports
 // package tools: tools import engine's types.
 //
+// # The path of one tool call
+//
+// The kernel is step 2 of 6 (package libos lists the steps), between the MCP server
+// (or an embedder) above and the handler, the sandbox, the router and the store below.
+// Before the handler runs it hands the Call everything the handler needs, as plain
+// values: the arguments and the syscall authority (Call.Syscalls). A handler on its
+// way to a syscall calls nothing of the kernel. Only two interfaces it hands down come
+// back up: the approver (routeApprover) for an operator-class route, and the host tools
+// (Runtime().Tools) for a tools.call syscall, a new call that enters at this step again.
+//
 // # Where data comes from and goes
 //
 // A frame arrives through HandleFrame (from the model, via the MCP server or an
@@ -52,8 +62,8 @@
 // call returns; so is every refusal (protocol_rejected, call_rejected) and every
 // operator-visible change. tool_called and its budget charge are written deferred
 // (store.UpdateDeferred): applied and visible at once, durable with the settlement's
-// sync. The syscalls of the call are deferred the same way (Call.SyscallCaller sets
-// syscalls.Caller.Deferred). The store's log survives a crash as a prefix, so nothing
+// sync. The syscalls of the call are deferred the same way (Call.Syscalls has
+// syscalls.Caller.Deferred set). The store's log survives a crash as a prefix, so nothing
 // the call wrote can survive without its tool_called, and an acknowledged call is
 // there whole; a crash before the settlement leaves either no trace of the call or an
 // open call, reported as unknown settlement. A tool whose handler reaches outside the
@@ -97,7 +107,7 @@
 // the projection, the state, the active Skills and the operator's gate, so Open
 // restores each running or paused process exactly. Operator calls: Grant, Revoke
 // (effective at the next capability check, even inside a running call, because
-// Call.SyscallCaller hands syscalls the live set), SetProjection, Pause, Resume,
+// Call.Syscalls holds the live set), SetProjection, Pause, Resume,
 // Kill, ListProcesses, Process; Checkpoint and Fork (new PID, new tool IDs, the
 // candidates stay with their owner); every change is one batch with its event.
 //
@@ -105,9 +115,10 @@
 // Open for every committed binding of a live process (same name, tool ID and schemas;
 // recorded as tools_changed with change "rehydrated"), and on Fork for each binding
 // re-created under the new PID. The kernel is the one place that rehydrates. A handler
-// reaches the kernel only through its Call: Call.ToolKinds and Call.InstallTool (the
-// JIT lifecycle's register), Call.SyscallCaller (its syscall authority) and
-// Call.Sandbox (its sandbox bounds).
+// gets what it needs from the kernel as values of its Call: Call.Syscalls (its syscall
+// authority) and Call.Sandbox (its sandbox bounds); it calls the kernel only to change
+// the process (Call.InstallTool and Call.ToolKinds for the JIT lifecycle's register,
+// Call.ActivateSkill and Call.DeactivateSkill for the Skill tools).
 //
 // # Skills
 //
@@ -132,7 +143,7 @@
 // tool's definition. Approve/Deny decide it; a timeout (Config.ApprovalTimeout for
 // tools, the router's for routes) expires it. A decision applies to one call with
 // the same arguments and definition, also after a restart. The kernel is the
-// syscalls.Approver of every SyscallCaller. The operator also reads Candidates (with
+// syscalls.Approver of every call's Syscalls. The operator also reads Candidates (with
 // their validation records), Bindings, Approvals/PendingApprovals, Events, VerifyLog,
 // ExportEvents (JSON lines) and Checkpoints, and removes a JIT tool with
 // RevokeBinding; UnknownSettlements and BindingFailures report what Open found.

@@ -39,7 +39,7 @@ func writer(router *syscalls.Router, st *store.Store) engine.Tool {
 			if err := json.Unmarshal(call.Args, &in); err != nil {
 				return nil, err
 			}
-			b := router.For(call.SyscallCaller())
+			b := router.For(call.Syscalls)
 			for i := 0; i < in.N; i++ {
 				args, _ := json.Marshal(map[string]any{"key": fmt.Sprintf("%s/%d", in.Tag, i), "value": i})
 				if _, err := b.Syscall(ctx, "kv.put", args); err != nil {

@@ -437,17 +437,8 @@ func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, erro
 		Args: c.args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
 		Sandbox: p.img.Limits.Sandbox, value: c.args, parsed: true, k: k, p: p,
 	}
-	called := map[string]any{"call_id": call.CallID, "tool": e.Name, "kind": e.Kind, "action": req.name, "via": req.via, "args": call.Args, "arg_bytes": req.argBytes}
-	if e.ID != "" {
-		called["tool_id"] = e.ID
-	}
-	if req.fromAction {
-		called["name_from"] = "action"
-	}
-	if req.depth > 0 {
-		called["depth"] = req.depth
-	}
-	calledData, err := json.Marshal(called)
+	call.Syscalls = k.syscallCaller(p, call)
+	calledData, err := calledDoc(call, c, e.ID, p.limits.MaxDepth)
 	if err != nil {
 		return nil, fmt.Errorf("engine: encode tool_called: %w", err)
 	}
@@ -459,7 +450,7 @@ func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, erro
 				return err
 			}
 		}
-		_, err := tx.Append(p.pid, EventToolCalled, calledData)
+		_, err := tx.AppendDoc(p.pid, EventToolCalled, calledData)
 		return err
 	})
 	if overBudget {
@@ -495,13 +486,21 @@ func (k *Kernel) settle(ctx context.Context, p *process, call *Call, e *entry, o
 			Message: fmt.Sprintf("normalised result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(canon), p.limits.MaxResultBytes)})
 	}
 	sum := sha256.Sum256(canon)
-	resultData, _ := json.Marshal(map[string]any{"call_id": call.CallID, "tool": e.Name, "result_bytes": len(canon), "result_sha256": hex.EncodeToString(sum[:])})
+	resultData, err := jsonexact.Encode(jsonexact.Obj(
+		jsonexact.Member{Key: "call_id", Val: jsonexact.Str(call.CallID)},
+		jsonexact.Member{Key: "result_bytes", Val: jsonexact.Int(int64(len(canon)))},
+		jsonexact.Member{Key: "result_sha256", Val: jsonexact.Str(hex.EncodeToString(sum[:]))},
+		jsonexact.Member{Key: "tool", Val: jsonexact.Str(e.Name)},
+	), 0)
+	if err != nil {
+		return nil, k.fail(ctx, p, call, FailedAtResult, fmt.Errorf("engine: encode tool_result: %w", err))
+	}
 	res := &Result{PID: p.pid, CallID: call.CallID, Tool: e.Name, Structured: canon, Text: string(canon)}
-	err := k.st.Update(ctx, func(tx *store.Tx) error {
+	err = k.st.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.PutToolResult(store.ToolResult{PID: p.pid, CallID: call.CallID, Tool: e.Name, Structured: canon, Text: res.Text}); err != nil {
 			return err
 		}
-		_, err := tx.Append(p.pid, EventToolResult, resultData)
+		_, err := tx.AppendDoc(p.pid, EventToolResult, resultData)
 		return err
 	})
 	if err != nil {
@@ -551,15 +550,60 @@ func (k *Kernel) fail(ctx context.Context, p *process, call *Call, stage string,
 		}
 		e = &Error{Layer: layer, Code: code, Message: fmt.Sprintf("%s failed: %v", call.Tool, err), Err: err}
 	}
-	m := map[string]any{"call_id": call.CallID, "tool": call.Tool, "code": e.Code, "reason": e.Message, "stage": stage}
-	if len(e.Details) > 0 {
-		m["details"] = e.Details
+	data, derr := failedDoc(call, stage, e)
+	if derr != nil {
+		return &Error{Layer: layer, Code: CodeStorage, Message: "could not settle the failed call: " + derr.Error(), Err: errors.Join(e, derr)}
 	}
-	data, _ := json.Marshal(m)
-	if _, serr := k.st.Append(ctx, p.pid, EventToolFailed, data); serr != nil {
+	if _, serr := k.st.AppendDoc(ctx, p.pid, EventToolFailed, data); serr != nil {
 		return &Error{Layer: layer, Code: storageCode(serr), Message: "could not settle the failed call: " + serr.Error(), Err: errors.Join(e, serr)}
 	}
 	return e
+}
+
+// calledDoc is the data of a call's tool_called event, built from the arguments the
+// adapter decoded (so neither the kernel nor the store parses them again). Members
+// are in key order.
+func calledDoc(call *Call, c *admitted, toolID string, maxDepth int) (jsonexact.Doc, error) {
+	req := c.req
+	ms := make([]jsonexact.Member, 0, 10)
+	add := func(k string, v jsonexact.Value) { ms = append(ms, jsonexact.Member{Key: k, Val: v}) }
+	add("action", jsonexact.Str(req.name))
+	add("arg_bytes", jsonexact.Int(int64(req.argBytes)))
+	add("args", c.args)
+	add("call_id", jsonexact.Str(call.CallID))
+	if req.depth > 0 {
+		add("depth", jsonexact.Int(int64(req.depth)))
+	}
+	add("kind", jsonexact.Str(string(call.Kind)))
+	if req.fromAction {
+		add("name_from", jsonexact.Str("action"))
+	}
+	add("tool", jsonexact.Str(call.Tool))
+	if toolID != "" {
+		add("tool_id", jsonexact.Str(toolID))
+	}
+	add("via", jsonexact.Str(req.via))
+	// The arguments are nested one level below the event's object.
+	return jsonexact.Encode(jsonexact.Obj(ms...), maxDepth+1)
+}
+
+// failedDoc is the data of a tool_failed event. Members are in key order.
+func failedDoc(call *Call, stage string, e *Error) (jsonexact.Doc, error) {
+	ms := make([]jsonexact.Member, 0, 6)
+	add := func(k string, v jsonexact.Value) { ms = append(ms, jsonexact.Member{Key: k, Val: v}) }
+	add("call_id", jsonexact.Str(call.CallID))
+	add("code", jsonexact.Str(string(e.Code)))
+	if len(e.Details) > 0 {
+		ds := make([]jsonexact.Value, len(e.Details))
+		for i, d := range e.Details {
+			ds[i] = jsonexact.Obj(jsonexact.Member{Key: "path", Val: jsonexact.Str(d.Path)}, jsonexact.Member{Key: "message", Val: jsonexact.Str(d.Message)})
+		}
+		add("details", jsonexact.Value{Kind: jsonexact.Array, A: ds})
+	}
+	add("reason", jsonexact.Str(e.Message))
+	add("stage", jsonexact.Str(stage))
+	add("tool", jsonexact.Str(call.Tool))
+	return jsonexact.Encode(jsonexact.Obj(ms...), 0)
 }
 
 // toolsOwn are the layers whose errors are a tool's own failure, not a refusal of the

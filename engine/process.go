@@ -50,7 +50,9 @@ type process struct {
 	// so a revocation stops the next syscall of a call already running.
 	caps *syscalls.CapSet
 	// policy is the image's route policy, compiled once: egress, secrets, labels.
-	policy             *syscalls.Policy
+	policy *syscalls.Policy
+	// auth is what every call's syscall authority shares (process.authority).
+	auth               syscalls.Caller
 	parent, checkpoint string
 	created            time.Time
 
@@ -94,6 +96,7 @@ func (k *Kernel) newProcess(pid string, img *image.Image, caps []string) (*proce
 	for _, c := range caps {
 		p.caps.Grant(syscalls.Capability(c))
 	}
+	p.auth = p.authority()
 	for _, name := range img.Tools {
 		if name == RunJITTool {
 			return nil, errorf(CodeInvalidConfig, "spawn: %s is not a process tool and cannot be enabled", RunJITTool)

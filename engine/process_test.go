@@ -26,7 +26,7 @@ func probe(router **syscalls.Router, between func(call *engine.Call)) engine.Too
 				Args  json.RawMessage `json:"args"`
 			}
 			_ = json.Unmarshal(call.Args, &in)
-			b := (*router).For(call.SyscallCaller())
+			b := (*router).For(call.Syscalls)
 			code := func() string {
 				_, err := b.Syscall(ctx, in.Route, in.Args)
 				var se *syscalls.Error

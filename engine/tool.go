@@ -14,6 +14,7 @@ import (
 	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/store"
+	"github.com/agentlibos/libos/syscalls"
 )
 
 // ToolKind says where a tool in a process tool table comes from.
@@ -81,8 +82,18 @@ type Call struct {
 	// Depth is the tools.call nesting depth: 0 for a call from the model or the host.
 	Depth int
 	// Capabilities are the capabilities the process held when the call was opened.
-	// Syscalls must not use this snapshot: SyscallCaller hands out the live set.
+	// Syscalls must not use this snapshot: Syscalls holds the live set.
 	Capabilities []string
+	// Syscalls is the authority this call's syscalls run with, filled in by the
+	// kernel before the handler runs: the process's live capability set (a revocation
+	// stops the next syscall, even of this call), the kernel as approver, the image's
+	// route approvals, syscall budgets, journal bounds and route policy, the host
+	// tools for tools.call, this call's depth, and for a JIT tool its call ID (every
+	// result its code receives is journaled). A handler hands it to
+	// syscalls.Router.For as it is: nothing on the way to a syscall calls back into
+	// the kernel. A Call made outside the pipeline has the zero Caller, which holds
+	// no capability.
+	Syscalls syscalls.Caller
 	// Sandbox are the image's bounds for one JIT tool call in the sandbox (zero
 	// fields: the sandbox's defaults).
 	Sandbox image.SandboxLimits

@@ -63,7 +63,7 @@ func (w *world) open(t testing.TB) {
 		t.Fatal(err)
 	}
 	jit, err := tools.NewJIT(tools.Config{Store: st, Sandbox: sandbox(t), Router: r,
-		Authority: func(c *engine.Call) syscalls.Caller { return c.SyscallCaller() }})
+		Authority: func(c *engine.Call) syscalls.Caller { return c.Syscalls }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,4 +45,10 @@
 // Approvals through the client (approval.go), resources, prompts and the Skills
 // extension (resources.go), completions (completion.go), progress of a call (engine.WithProgress) and the
 // cancellation of stateless calls (http.go) are described where they are made.
+//
+// # The path of one tool call
+//
+// This package is step 1 of 6 (package libos lists the steps): a tools/call frame,
+// parsed once and exactly, goes to engine.Kernel.HandleFrame, and its Result comes
+// back as the answer. Nothing below calls into this package during the call.
 package mcpserver

@@ -33,16 +33,26 @@
 // sequence), Head, Verify, Unsettled, Candidate/Candidates (scoped to the owner
 // PID), Binding/Bindings, ToolResult, Approval/Approvals, Checkpoint/Checkpoints,
 // Budget/Budgets, KVGet, KVList (prefix, cursor, limit), Journal.
-// Writers (on Tx): Append, PutProcess, CreateCandidate, PutCandidate, AddBinding,
+// Writers (on Tx): Append, AppendDoc, PutProcess, CreateCandidate, PutCandidate, AddBinding,
 // DeleteBinding, PutToolResult, PutApproval, AddCheckpoint, Charge, KVPut, KVDelete,
 // PutJournal;
-// Store has one-call forms of Append, Charge, KVPut and KVDelete.
+// Store has one-call forms of Append, AppendDoc, Charge, KVPut and KVDelete.
+//
+// Event data is exact JSON (internal/jsonexact). Append parses what it is given and
+// refuses anything else with invalid. AppendDoc takes a jsonexact.Doc, a value that
+// package decoded or encoded and that only it can make, and applies the same rules
+// (an object, within the size bound, the call_id rules) without parsing the text
+// again: the kernel writes the events of a call from values it has already decoded,
+// so a call's arguments are parsed once however many records carry them.
 //
 // # Guarantees
 //
 // Every Update is acknowledged only after Pebble has synced it to the WAL
 // (pebble.Sync). Each Update is one batch: after a crash it is present whole or
-// absent, never torn. Concurrent writers share WAL syncs (group commit).
+// absent, never torn. Concurrent writers share WAL syncs (group commit). Pebble's
+// WAL files are extended with written zeros ahead of their data (walfs.go), so that a
+// sync overwrites blocks inside the file instead of growing it, which on ext4 would
+// also commit the new size to the journal on every sync.
 //
 // The group commit is Pebble's own, and the store keeps out of its way: an Update
 // assembles and applies its batch under the store's write lock (so that reads in a
@@ -126,4 +136,11 @@
 // data but no version, or any other version, is refused with format_unsupported;
 // changing a key or an encoding requires a new version and a named migration.
 // Pebble's own format is pinned as well (pebbleFormat).
+//
+// # The path of one tool call
+//
+// The store is step 6 of 6 (package libos lists the steps): the kernel's events and the
+// router's writes of one call each become a Pebble batch here. It calls nothing of the
+// module above it: the fn handed to Update is the writer's own staging of its batch,
+// run under the write lock, and reaches nothing but the Tx.
 package store

@@ -142,6 +142,7 @@ func isSettlement(typ string) bool {
 const maxEventDepth = 10_000
 
 // checkEventData validates an event's data and returns its compact form and call ID.
+// Data from any writer is parsed here, exactly (internal/jsonexact).
 func checkEventData(typ string, data json.RawMessage) (json.RawMessage, string, error) {
 	if len(data) == 0 || bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
 		data = json.RawMessage("{}")
@@ -155,19 +156,47 @@ func checkEventData(typ string, data json.RawMessage) (json.RawMessage, string, 
 	}
 	call, ok := jsonexact.FieldString(fields, CallIDField)
 	_, present := fields[CallIDField]
-	if typ == EventToolCalled || isSettlement(typ) {
-		if !ok {
-			return nil, "", errorf(CodeInvalid, nil, "%s event needs a string %q in its data", typ, CallIDField)
-		}
-		if err := checkID("call id", call); err != nil {
-			return nil, "", err
-		}
-	} else if present && ok && call != "" {
-		if err := checkID("call id", call); err != nil {
-			return nil, "", err
-		}
+	if err := checkEventCall(typ, call, ok, present); err != nil {
+		return nil, "", err
 	}
 	return compact, call, nil
+}
+
+// checkEventDoc is checkEventData for data that internal/jsonexact already holds as
+// exact JSON (a Doc, which only that package can make): the store checks what it
+// requires of event data (an object, within the size bound, the call_id rules) and
+// does not parse the text again. The zero Doc means {}.
+func checkEventDoc(typ string, data jsonexact.Doc) (json.RawMessage, string, error) {
+	if data.IsZero() || data.Kind() == jsonexact.Null {
+		return checkEventData(typ, nil)
+	}
+	if data.Len() > maxValueLen {
+		return nil, "", errorf(CodeInvalid, nil, "event data over %d bytes", maxValueLen)
+	}
+	if data.Kind() != jsonexact.Object {
+		return nil, "", errorf(CodeInvalid, nil, "event data must be a JSON object, got %s", data.Kind())
+	}
+	call, ok := data.String(CallIDField)
+	if err := checkEventCall(typ, call, ok, data.Has(CallIDField)); err != nil {
+		return nil, "", err
+	}
+	return data.Bytes(), call, nil
+}
+
+// checkEventCall applies the call_id rules: tool_called and its settlements carry a
+// string call_id that is a valid ID; any other event's call_id, when a non-empty
+// string, is a valid ID too.
+func checkEventCall(typ, call string, isString, present bool) error {
+	if typ == EventToolCalled || isSettlement(typ) {
+		if !isString {
+			return errorf(CodeInvalid, nil, "%s event needs a string %q in its data", typ, CallIDField)
+		}
+		return checkID("call id", call)
+	}
+	if present && isString && call != "" {
+		return checkID("call id", call)
+	}
+	return nil
 }
 
 func decodeEvent(v []byte) (Event, error) {

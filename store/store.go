@@ -125,7 +125,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s := &Store{dir: dir, fs: fs, lock: lock, now: now, repl: opts.Replicator, corrupted: make(chan struct{})}
 	po := &pebble.Options{
-		FS:                 fs,
+		FS:                 walFS{fs}, // WAL syncs overwrite instead of growing (walfs.go)
 		Lock:               lock,
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{s: s, logf: opts.Logf},

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // Tx is one atomic write: everything written through it is committed by Update (or
@@ -134,6 +136,32 @@ func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	return tx.append(pid, typ, compact, call)
+}
+
+// AppendDoc is Append for event data the caller holds as a jsonexact.Doc: exact JSON
+// that package decoded or encoded, so the store checks the event's rules (an object,
+// its size, the call_id) without parsing the text again. The kernel writes the events
+// of a call this way, from values it has already decoded or built.
+func (tx *Tx) AppendDoc(pid, typ string, data jsonexact.Doc) (Event, error) {
+	if err := tx.check(); err != nil {
+		return Event{}, err
+	}
+	if err := checkID("pid", pid); err != nil {
+		return Event{}, err
+	}
+	if err := checkID("event type", typ); err != nil {
+		return Event{}, err
+	}
+	compact, call, err := checkEventDoc(typ, data)
+	if err != nil {
+		return Event{}, err
+	}
+	return tx.append(pid, typ, compact, call)
+}
+
+// append adds an event whose compact data and call ID have been checked.
+func (tx *Tx) append(pid, typ string, compact json.RawMessage, call string) (Event, error) {
 	head, err := tx.lastHead(pid)
 	if err != nil {
 		return Event{}, err
@@ -476,6 +504,21 @@ func (s *Store) Append(ctx context.Context, pid, typ string, data json.RawMessag
 	err := s.UpdateProcess(ctx, pid, func(tx *Tx) error {
 		var err error
 		e, err = tx.Append(pid, typ, data)
+		return err
+	})
+	if err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// AppendDoc appends one event whose data is a jsonexact.Doc (see Tx.AppendDoc) and
+// returns once it is durable.
+func (s *Store) AppendDoc(ctx context.Context, pid, typ string, data jsonexact.Doc) (Event, error) {
+	var e Event
+	err := s.UpdateProcess(ctx, pid, func(tx *Tx) error {
+		var err error
+		e, err = tx.AppendDoc(pid, typ, data)
 		return err
 	})
 	if err != nil {

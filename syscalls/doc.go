@@ -116,6 +116,14 @@
 // into an external tool, the result to the model: Bound.CheckResult) refuse the labels
 // the image's rules forbid, with data_flow_denied naming the label and the sink.
 //
+// # The path of one tool call
+//
+// The router is step 5 of 6 (package libos lists the steps): the sandbox hands a JIT
+// tool's syscall to the Bound the tool's handler made (Router.For with the Caller the
+// kernel put on the call), and the route's provider writes through package store,
+// with the audit event, in one batch. Only the Caller's interfaces lead back up: its
+// Approver for an operator-class route, its Tools for tools.call.
+//
 // # Validation: Tape
 //
 // NewTape(entries) (or ParseTape for the JIT authoring Skill's JSON) replays ordered mocks. No

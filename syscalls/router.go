@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"crypto/tls"
@@ -111,6 +112,8 @@ type Bound struct {
 	// taint is the call's own data-flow labels, unless a tools.call above handed its
 	// own down through the context (taintOf).
 	taint taint
+	// refused is the last error of this package a Syscall returned (Refusal).
+	refused atomic.Pointer[Error]
 }
 
 // For binds the router to caller. The result implements wasm.Syscaller. A caller with
@@ -123,10 +126,27 @@ func (r *Router) For(caller Caller) *Bound {
 	return b
 }
 
+// Refusal is the last refusal a Syscall of b returned (a denial, a provider's
+// failure, an audit failure: an *Error), or nil. When the program of a tool let a
+// refused syscall escape, its caller reports the refusal's own message with it, so
+// the sandbox needs no wrapper of the caller's between itself and the router.
+func (b *Bound) Refusal() *Error { return b.refused.Load() }
+
 // Syscall runs one call: route lookup → capability → approval → argument validation →
 // budget → provider → result validation → audit event. Every outcome, allowed or
 // denied, is one audit event; a call whose event cannot be written fails.
 func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	res, err := b.syscall(ctx, name, args)
+	if err != nil {
+		var se *Error
+		if errors.As(err, &se) {
+			b.refused.Store(se)
+		}
+	}
+	return res, err
+}
+
+func (b *Bound) syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 	start := time.Now()
 	ev := auditEvent{Route: liberr.Clip(name, 64), Tool: b.caller.Tool, Depth: b.caller.Depth}
 	// The arguments are parsed once, here at the boundary: the audit record, the

@@ -61,13 +61,22 @@
 //
 // A JIT tool call reaches its handler only after the engine has checked the arguments
 // against the stored input schema. The handler runs the cached program in the sandbox
-// with the calling process's authority (syscalls.Router.For(call.SyscallCaller()):
-// the live capability set, the kernel as approver, the image's route policy, budgets
-// and sandbox bounds, the call's depth); every syscall decision is audited by the
-// router. The
-// engine then checks the result against the output schema; a failure there does not
-// undo syscalls that ran. A program that lets a refused syscall escape fails with the
-// syscall's code (capability_denied, …); other sandbox failures keep wasm's code.
+// with the calling process's authority (syscalls.Router.For(call.Syscalls): the live
+// capability set, the kernel as approver, the image's route policy and budgets, the
+// call's depth) and the image's sandbox bounds (call.Sandbox); every syscall decision
+// is audited by the router. The engine then checks the result against the output
+// schema; a failure there does not undo syscalls that ran. A program that lets a
+// refused syscall escape fails with the syscall's code (capability_denied, …) and the
+// router's message for it (syscalls.Bound.Refusal); other sandbox failures keep wasm's
+// code.
+//
+// # The path of one tool call
+//
+// A JIT tool's handler is step 3 of 6 (package libos lists the steps): the kernel calls
+// it with a Call that carries its arguments and its syscall authority as values; it
+// binds the router to that authority, hands the bound router to the sandbox as its
+// Syscaller, and calls nothing of the kernel on the way. The guest's syscalls go from
+// the sandbox straight to the router, never back through this package.
 //
 // # Data
 //

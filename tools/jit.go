@@ -74,7 +74,7 @@ type Config struct {
 	// defaults.
 	Run wasm.Limits
 	// Authority builds the syscall authority of a JIT tool call. Nil means the
-	// kernel's: call.SyscallCaller() (the process's live capabilities, the kernel as
+	// kernel's: call.Syscalls (the process's live capabilities, the kernel as
 	// approver, the image's route policy and budgets, tools.call, the call's depth).
 	Authority func(call *engine.Call) syscalls.Caller
 }
@@ -83,7 +83,8 @@ type Config struct {
 // tools they register. Make it with NewJIT and hand it to engine.Open: Tools() as
 // built-ins and the JIT itself as engine.Config.JIT, the one loader through which the
 // kernel rehydrates and forks bindings. It keeps no kernel: a call hands its handler
-// the kernel running it (engine.Call.ToolKinds, InstallTool, SyscallCaller).
+// its syscall authority (engine.Call.Syscalls) and, for register, the kernel running it
+// (engine.Call.ToolKinds, InstallTool).
 type JIT struct {
 	st        *store.Store
 	sandbox   *wasm.Engine
@@ -585,16 +586,14 @@ func CallSeed(callID string) uint64 {
 // syscalls, which the router has audited one by one.
 func (j *JIT) handler(program string) engine.Handler {
 	return func(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-		caller := j.callerFor(call)
-		b := j.router.For(caller)
-		w := &watch{inner: b}
+		b := j.router.For(j.callerFor(call))
 		// The sandbox has no ambient clock, in production as in validation: Date.now()
 		// and new Date() throw ambient_clock, and the time reaches a tool only through
 		// clock.now, which checks clock:now and is audited. Math.random is seeded afresh
 		// for every call, from the call's ID, so that a replay draws the same numbers.
-		res, err := j.sandbox.Run(ctx, program, call.Args, w, wasm.Options{Limits: j.runLimits(call.Sandbox), Seed: CallSeed(call.CallID)})
+		res, err := j.sandbox.Run(ctx, program, call.Args, b, wasm.Options{Limits: j.runLimits(call.Sandbox), Seed: CallSeed(call.CallID)})
 		if err != nil {
-			return nil, runError(call.Tool, err, w.denied.Load())
+			return nil, runError(call.Tool, err, b.Refusal())
 		}
 		// The model sink: a result that carries labels the image keeps from the model
 		// is withheld, whatever the program did with the refusals it caught.
@@ -614,7 +613,7 @@ func (j *JIT) callerFor(call *engine.Call) syscalls.Caller {
 	if j.authority != nil {
 		return j.authority(call)
 	}
-	return call.SyscallCaller()
+	return call.Syscalls
 }
 
 // runLimits applies the image's sandbox bounds of a call over the configured ones;
@@ -628,24 +627,6 @@ func (j *JIT) runLimits(s image.SandboxLimits) wasm.Limits {
 		l.Memory = m
 	}
 	return l
-}
-
-// watch passes syscalls through and remembers the last refusal, so that a program
-// that did not catch it fails with the refusal's own code.
-type watch struct {
-	inner  wasm.Syscaller
-	denied atomic.Pointer[syscalls.Error]
-}
-
-func (w *watch) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
-	res, err := w.inner.Syscall(ctx, name, args)
-	if err != nil {
-		var se *syscalls.Error
-		if errors.As(err, &se) {
-			w.denied.Store(se)
-		}
-	}
-	return res, err
 }
 
 // syscallText is what a syscall failure says without its layer's name: the Message
@@ -710,4 +691,23 @@ func (j *JIT) LoadJIT(ctx context.Context, b store.Binding) (engine.Tool, error)
 // be computed at run time, so this reads the text conservatively: any mention counts.
 func reachesNet(c store.Candidate) bool {
 	return strings.Contains(c.SourceCode, "net.") || strings.Contains(string(c.Tests), `"net.`)
+}
+
+// watch passes the syscalls of a validation or replay run to its tape and remembers
+// the last refusal, so that a program that did not catch it fails with the refusal's
+// own code. A JIT tool call needs none: its router remembers (syscalls.Bound.Refusal).
+type watch struct {
+	inner  wasm.Syscaller
+	denied atomic.Pointer[syscalls.Error]
+}
+
+func (w *watch) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	res, err := w.inner.Syscall(ctx, name, args)
+	if err != nil {
+		var se *syscalls.Error
+		if errors.As(err, &se) {
+			w.denied.Store(se)
+		}
+	}
+	return res, err
 }

@@ -34,6 +34,13 @@
 // hold in every built-in. Limits.Fuel is a budget counted in guest work, identical on
 // every machine: validation uses it so that a verdict never depends on load.
 //
+// # The path of one tool call
+//
+// The sandbox is step 4 of 6 (package libos lists the steps): the JIT handler (package
+// tools) hands Run the program, the arguments and the router bound to the call (a
+// syscalls.Bound, seen here only as a Syscaller); each libos.syscall crosses the guest
+// boundary as JSON and goes to it, and this package calls nothing else of the module.
+//
 // internal/linmem backs each instance's linear memory with address space reserved for the
 // whole cap, so that growing it never copies it.
 package wasm

@@ -58,8 +58,10 @@ type Config struct {
 }
 
 // Engine runs JavaScript programs in the QuickJS guest. The guest is compiled once, when
-// the Engine is made; instances are pooled and reused, each call getting a fresh
-// JavaScript runtime and context. An Engine is safe for concurrent use.
+// the Engine is made; instances are pooled and reused, and each call gets a JavaScript
+// runtime and context that no earlier call touched: the instance's memory is restored
+// to the snapshot taken once the prelude was installed. An Engine is safe for
+// concurrent use.
 type Engine struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
@@ -256,9 +258,10 @@ type instance struct {
 	// guest that a benchmark loaded.
 	fuel     api.MutableGlobal
 	stack    [8]uint64
-	capBytes int64 // the engine's hard memory cap
-	broken   bool  // trapped, or the host gave up on it: never reuse
-	dirty    bool  // a call ran since the snapshot was restored
+	lin      *linmem.Memory // the allocator of mem, which zeroes parts of it
+	capBytes int64          // the engine's hard memory cap
+	broken   bool           // trapped, or the host gave up on it: never reuse
+	dirty    bool           // a call ran since the snapshot was restored
 }
 
 var guestExports = []string{"_initialize", "libos_alloc", "libos_free", "libos_prepare", "libos_compile", "libos_run", "libos_out_ptr", "libos_out_len", "libos_break"}
@@ -284,7 +287,8 @@ func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 	// Anonymous and without start functions: a reactor is initialised by _initialize,
 	// or here by the snapshot. The linear memory is a reservation of the whole cap (see
 	// linmem), so that the guest growing it never copies it.
-	mctx := experimental.WithMemoryAllocator(ctx, linmem.Allocator())
+	lin := linmem.New()
+	mctx := experimental.WithMemoryAllocator(ctx, lin)
 	mod, err := e.rt.InstantiateModule(mctx, e.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
 		return nil, fmt.Errorf("wasm: instantiate: %w", err)
@@ -299,6 +303,7 @@ func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 		outPtr:   mod.ExportedFunction("libos_out_ptr"),
 		outLen:   mod.ExportedFunction("libos_out_len"),
 		brk:      mod.ExportedFunction("libos_break"),
+		lin:      lin,
 		capBytes: e.maxMemory,
 	}
 	in.fuel, _ = mod.ExportedGlobal(fuel.GlobalExport).(api.MutableGlobal)
@@ -387,17 +392,32 @@ func (in *instance) restoreRuns(snap []byte, from uint32, runs [][2]int) bool {
 	return true
 }
 
-// restore writes the snapshot back: the JavaScript state, the allocator and every static
-// of the guest as libos_prepare left them. The shadow stack below from is empty between
-// calls; the memory past the snapshot is free space to the restored allocator, and is
-// zeroed up to where the call's allocator reached (libos_break), so that it holds nothing
-// of the call: past that break the memory is zero already, as the kernel gave it or as
-// the last restore left it. A break outside the memory, or below the snapshot's end, which
-// a guest that kept the ABI never reports, zeroes everything past the snapshot.
-func (in *instance) restore(snap []byte, from uint32) bool {
+// stackHot is the top of the shadow stack that restore clears whatever the call did; below
+// it only the pages a call touched are (linmem.Memory.ZeroTouched). A call's frames rarely
+// go deeper (about 11 KiB for the prelude and a small program).
+const stackHot = 64 << 10
+
+// restore writes the snapshot back (runs are its blocks that are not all zero): the
+// JavaScript state, the allocator and every static of the guest as libos_prepare left
+// them, and zeroes all the rest of the memory, so that nothing a call wrote anywhere
+// survives it (ABI.md, "The snapshot"):
+//
+//   - the shadow stack below from, whose dead frames hold what the call's C code had in
+//     its locals: its top stackHot bytes are cleared, and below them every page the
+//     kernel says was touched;
+//   - the memory past the snapshot up to where the call's allocator reached (libos_break),
+//     free space to the restored allocator, cleared;
+//   - the memory past that break up to the memory's end, which a guest that keeps the ABI
+//     never writes: every page of it the kernel says was touched is cleared all the same.
+//
+// The guest's word (the break) only splits the memory past the snapshot into the part
+// cleared outright and the part checked page by page; it never leaves a byte unzeroed.
+// A break outside the memory, or below the snapshot's end, which a guest that kept the
+// ABI never reports, checks everything past the snapshot.
+func (in *instance) restore(snap []byte, from uint32, runs [][2]int) bool {
 	size := uint64(in.mem.Size())
 	end := uint64(from) + uint64(len(snap))
-	brk := size
+	brk := end
 	if end < size {
 		in.idleFuel()
 		st := in.stack[:1]
@@ -412,24 +432,33 @@ func (in *instance) restore(snap []byte, from uint32) bool {
 		if _, ok := in.mem.Grow(uint32((end - size + pageSize - 1) / pageSize)); !ok {
 			return false
 		}
+		size = uint64(in.mem.Size())
 	}
-	if !in.mem.Write(from, snap) {
+	mem, ok := in.mem.Read(0, uint32(size))
+	if !ok {
 		return false
 	}
-	if brk > end {
-		grown, ok := in.mem.Read(uint32(end), uint32(brk-end))
-		if !ok {
-			return false
-		}
-		clear(grown)
+	// The snapshot is two thirds zero (free space of the prepared heap): its runs that
+	// are not are copied, the rest cleared, which does not read those bytes of snap.
+	dst, at := mem[from:end], 0
+	for _, r := range runs {
+		clear(dst[at:r[0]])
+		copy(dst[r[0]:r[1]], snap[r[0]:r[1]])
+		at = r[1]
 	}
+	clear(dst[at:])
+	hot := uint64(from) - min(uint64(from), stackHot)
+	in.lin.ZeroTouched(mem[:hot])
+	clear(mem[hot:from])
+	clear(mem[end:brk])
+	in.lin.ZeroTouched(mem[brk:size])
 	in.dirty = false
 	return true
 }
 
 // restore brings a used instance back to the snapshot.
 func (e *Engine) restore(in *instance) bool {
-	return in.restore(e.snap, e.snapFrom)
+	return in.restore(e.snap, e.snapFrom, e.snapRuns)
 }
 
 func (in *instance) close(ctx context.Context) {

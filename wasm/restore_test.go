@@ -3,6 +3,7 @@ package wasm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"testing"
 )
 
@@ -60,4 +61,83 @@ func TestRunReusesGrownMemory(t *testing.T) {
 			t.Fatalf("call %d ended with %d bytes of memory, the first with %d: the restored allocator did not reuse the grown pages", i, got, first)
 		}
 	}
+}
+
+// ABI.md, "The snapshot": "every call starts from the prepared state exactly as it was
+// built, with no trace of an earlier call", and the host does not take the guest's word
+// for where a call wrote. A Syscaller stands in for a guest that writes where no guest
+// keeping the ABI would (as one that QuickJS's own bugs let loose could): at the deep end
+// of the shadow stack and just below its top, in the prepared state, past the break in
+// memory it grew, at the very end of the memory; and in the fuel global. After the call
+// the pooled instance must be the snapshot image exactly: zero below it, the snapshot,
+// zero after it; and a later call must do exactly what it does on a fresh instance.
+func TestRestoreLeavesNothingAnywhere(t *testing.T) {
+	e := newHostTestEngine(t, Config{PoolSize: 1})
+	ctx := context.Background()
+	probe := `async function run(a, libos) { const r = await libos.syscall("clock.now", {}); return {r, x: [1, 2, 3].map(n => n * a.k)}; }`
+	clean := mustRun(t, e, probe, `{"k":7}`, echoSyscaller, Options{Seed: 1})
+
+	in, err := e.get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.put(ctx, in)
+	from, end := e.snapFrom, e.snapFrom+uint32(len(e.snap))
+	fill := bytes.Repeat(marker, 512) // 4 KiB
+	var wrote []uint32
+	scribble := syscallFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+		// The call's own frames are in the top few KiB of the stack while it waits here.
+		if _, ok := in.mem.Grow(8); !ok {
+			t.Error("cannot grow the memory")
+		}
+		size := in.mem.Size()
+		for _, at := range []uint32{0, 300 << 10, from - 48<<10, end - 8<<10, size - 40<<10, size - uint32(len(fill))} {
+			if !in.mem.Write(at, fill) {
+				t.Errorf("cannot write at %#x", at)
+			}
+			wrote = append(wrote, at)
+		}
+		in.fuel.Set(1 << 50)
+		return args, nil
+	})
+	mustRun(t, e, probe, `{"k":7}`, scribble, Options{Seed: 1})
+	if len(wrote) == 0 {
+		t.Fatal("the syscall that writes everywhere was not made: nothing tested")
+	}
+
+	got, err := e.get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != in {
+		t.Fatal("the pool handed out another instance: nothing tested")
+	}
+	mem, _ := got.mem.Read(0, got.mem.Size())
+	if i := firstNonZero(mem[:from]); i >= 0 {
+		t.Errorf("the shadow stack holds a non-zero byte at %#x after the restore (the stack ends at %#x)", i, from)
+	}
+	if !bytes.Equal(mem[from:end], e.snap) {
+		t.Errorf("the prepared state differs from the snapshot after the restore")
+	}
+	if i := firstNonZero(mem[end:]); i >= 0 {
+		t.Errorf("the memory past the snapshot holds a non-zero byte at %#x after the restore (it ends at %#x)", int(end)+i, len(mem))
+	}
+	if i := bytes.Index(mem, marker); i >= 0 {
+		t.Errorf("the pooled instance holds the written bytes at %#x (written at %#x)", i, wrote)
+	}
+	e.put(ctx, got)
+
+	again := mustRun(t, e, probe, `{"k":7}`, echoSyscaller, Options{Seed: 1})
+	if string(again.Value) != string(clean.Value) || again.Stats.Fuel != clean.Stats.Fuel {
+		t.Errorf("after the scribbling call: %s with %d fuel; on a fresh instance: %s with %d fuel", again.Value, again.Stats.Fuel, clean.Value, clean.Stats.Fuel)
+	}
+}
+
+func firstNonZero(b []byte) int {
+	for i, c := range b {
+		if c != 0 {
+			return i
+		}
+	}
+	return -1
 }

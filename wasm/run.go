@@ -147,8 +147,9 @@ func (e *Engine) resolve(l Limits) Limits {
 }
 
 // Run runs program, a JavaScript script that defines a function run, as
-// run(JSON.parse(args), libos) in a fresh JavaScript runtime and context, awaiting the
-// result when run is async. args must be a JSON object; nil or empty means {}. sys
+// run(JSON.parse(args), libos) in a JavaScript runtime and context that no earlier call
+// touched (the instance's memory is restored to the prepared snapshot after every call,
+// not rebuilt), awaiting the result when run is async. args must be a JSON object; nil or empty means {}. sys
 // receives the guest's syscalls; nil makes every syscall reject with CodeUnknownSyscall.
 //
 // A failure of the program (it does not parse, throws, returns something that is not

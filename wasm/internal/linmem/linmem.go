@@ -7,6 +7,10 @@
 // Reserving the whole cap as one anonymous mapping, which the kernel backs with zeroed
 // pages only when they are touched, makes a grow a change of length, and closing the
 // instance hands its pages straight back to the kernel.
+//
+// A Memory (New) is the allocator of one instance and then zeroes parts of its memory
+// for the host's restore, asking the kernel which pages were touched (Linux's page map)
+// so that a mostly untouched range costs only its touched pages.
 package linmem
 
 import (

@@ -56,3 +56,57 @@ func TestLinearMemory(t *testing.T) {
 		})
 	}
 }
+
+// Zero and ZeroTouched leave every byte of the range zero, whatever was written where,
+// and nothing outside it: the restore of an instance relies on it (wasm/engine.go).
+func TestZero(t *testing.T) {
+	const page = 64 << 10
+	for _, heap := range []bool{false, true} {
+		m := New()
+		var lm experimental.LinearMemory
+		if heap {
+			m.heap = &heapMemory{buf: make([]byte, 0, 64*page), max: 64 * page}
+			lm = m.heap
+		} else {
+			lm = m.Allocate(64*page, 64*page)
+		}
+		b := lm.Reallocate(64 * page)
+		for _, tc := range []struct {
+			name   string
+			lo, hi int
+			writes []int
+		}{
+			{"short", 100, 5000, []int{100, 4999}},
+			{"few pages", 3, 40 * page, []int{3, 4097, 17 * page, 40*page - 1}},
+			// more touched than ZeroTouched clears page by page
+			{"many pages", page + 1, 60 * page, func() []int {
+				var w []int
+				for i := page + 1; i < 60*page; i += 4096 {
+					w = append(w, i)
+				}
+				return w
+			}()},
+		} {
+			for _, touched := range []bool{false, true} {
+				b[tc.lo-1], b[tc.hi] = 7, 7
+				for _, i := range tc.writes {
+					b[i] = 1
+				}
+				if touched {
+					m.ZeroTouched(b[tc.lo:tc.hi])
+				} else {
+					m.Zero(b[tc.lo:tc.hi])
+				}
+				for i := tc.lo; i < tc.hi; i++ {
+					if b[i] != 0 {
+						t.Fatalf("heap=%v %s touched=%v: byte %d not zero", heap, tc.name, touched, i)
+					}
+				}
+				if b[tc.lo-1] != 7 || b[tc.hi] != 7 {
+					t.Fatalf("heap=%v %s touched=%v: a byte outside the range changed", heap, tc.name, touched)
+				}
+			}
+		}
+		lm.Free()
+	}
+}
