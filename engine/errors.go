@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"fmt"
-
-	"github.com/agentlibos/libos/liberr"
-)
+import "github.com/agentlibos/libos/liberr"
 
 // Code is the stable machine code of an error. Models, audit events and embedders
 // see the code; the message is for people.
@@ -110,11 +106,13 @@ var (
 	ErrStorage         = sentinel(CodeStorage)
 )
 
-func sentinel(code Code) *Error { return &Error{Code: code, Layer: layer} }
+// sentinel and errorf fix this package's layer and nothing else: the constructor is
+// liberr's (see RATIONALE.md, "One error constructor").
+func sentinel(code Code) *Error { return liberr.New(layer, code, "") }
 
 // layer names this package in its errors.
 const layer = "engine"
 
 func errorf(code Code, format string, args ...any) *Error {
-	return &Error{Layer: layer, Code: code, Message: fmt.Sprintf(format, args...)}
+	return liberr.New(layer, code, format, args...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/internal/randid"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -269,7 +270,7 @@ func (k *Kernel) Close() error {
 func (k *Kernel) Runtime() *Runtime { return k.runtime }
 
 func storageErr(what string, err error) *Error {
-	return &Error{Layer: layer, Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
+	return liberr.WrapQuoting(layer, CodeStorage, err, what)
 }
 
 // newID makes the kernel's IDs (processes, calls, approvals, checkpoints).
@@ -405,9 +406,9 @@ func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist fu
 	p.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return &Error{Layer: layer, Code: CodeToolConflict, Message: "install " + t.Name + ": " + err.Error(), Err: err}
+			return liberr.WrapQuoting(layer, CodeToolConflict, err, "install "+t.Name)
 		}
-		return &Error{Layer: layer, Code: CodeStorage, Message: "install " + t.Name + ": " + err.Error(), Err: err}
+		return storageErr("install "+t.Name, err)
 	}
 	k.notify(pid)
 	return nil
@@ -445,7 +446,7 @@ func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(
 	}
 	p.mu.Unlock()
 	if err != nil {
-		return &Error{Layer: layer, Code: CodeStorage, Message: "remove " + name + ": " + err.Error(), Err: err}
+		return storageErr("remove "+name, err)
 	}
 	k.notify(pid)
 	return nil

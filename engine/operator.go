@@ -50,7 +50,7 @@ func (k *Kernel) Events(pid string, after uint64, limit int) ([]store.Event, err
 // number, wrapped in an *Error with code storage_failed.
 func (k *Kernel) VerifyLog(pid string) error {
 	if err := k.st.Verify(pid); err != nil {
-		return &Error{Layer: layer, Code: CodeStorage, Message: "event log of " + pid + " does not verify: " + err.Error(), Err: err}
+		return storageErr("event log of "+pid+" does not verify", err)
 	}
 	return nil
 }

@@ -49,6 +49,17 @@ func Wrap(layer string, code Code, cause error, format string, args ...any) *Err
 	return e
 }
 
+// WrapQuoting is Wrap for a failure passed along whose own words the reader needs
+// (what the file system, Pebble or the store said): the message is msg, then ": " and
+// the cause's text (msg alone when cause is nil). Every layer that reports a storage
+// failure this way calls it, so the shape of such a message is decided once.
+func WrapQuoting(layer string, code Code, cause error, msg string) *Error {
+	if cause != nil {
+		msg += ": " + cause.Error()
+	}
+	return &Error{Code: code, Layer: layer, Message: msg, Err: cause}
+}
+
 // Error returns "layer: message", or the message alone when Layer is empty, or the
 // code when there is no message.
 func (e *Error) Error() string {
@@ -179,11 +190,22 @@ func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	return Cut(s, n) + "…"
+}
+
+// Cut returns the longest prefix of s of at most n bytes that ends on a character
+// boundary, as valid UTF-8 (invalid bytes become U+FFFD), with no marker: for a bound
+// whose cut the caller reports in its own way (the sandbox's console, which stops
+// the program and says the logs were truncated). Clip is Cut with the marker.
+func Cut(s string, n int) string {
+	if len(s) > n {
+		cut := max(n, 0)
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
 	}
-	return s[:cut] + "…"
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // DescribeDetails writes the first three details as one line ("at /a: …; at /b: …;

@@ -61,7 +61,7 @@ func emitted(t *testing.T) map[string]map[string]bool {
 //     type Code or liberr.Code;
 //   - as the Code field of a composite literal (&liberr.Error{Code: …});
 //   - as a conversion Code("…") or liberr.Code("…");
-//   - as the code argument of liberr.New or liberr.Wrap, the fallback of
+//   - as the code argument of liberr.New, liberr.Wrap or liberr.WrapQuoting, the fallback of
 //     liberr.CodeOr, or the code argument of any function of the same package that
 //     takes a Code or liberr.Code parameter: a package's own constructor
 //     (errorf(CodeX, …), sentinel("…")) is seen like liberr's.
@@ -179,7 +179,7 @@ func scanCodes(root string, shared map[string]Code) (map[string]map[string]bool,
 					}
 					switch fn := n.Fun.(type) {
 					case *ast.SelectorExpr:
-						if isIdent(fn.X, "liberr") && (fn.Sel.Name == "New" || fn.Sel.Name == "Wrap" || fn.Sel.Name == "CodeOr") && len(n.Args) >= 2 {
+						if isIdent(fn.X, "liberr") && (fn.Sel.Name == "New" || fn.Sel.Name == "Wrap" || fn.Sel.Name == "WrapQuoting" || fn.Sel.Name == "CodeOr") && len(n.Args) >= 2 {
 							if s, ok := str(n.Args[1]); ok {
 								add(s, dir)
 							}
@@ -226,7 +226,7 @@ func TestScanSeesLocalConstructors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"by_conversion", "by_ctor", "by_ctor_second", "by_sentinel", "by_typed_const", "by_wrap", "canceled"}
+	want := []string{"by_conversion", "by_ctor", "by_ctor_second", "by_sentinel", "by_typed_const", "by_wrap", "by_wrap_quoting", "canceled"}
 	var codes []string
 	for c, dirs := range got {
 		codes = append(codes, c)

@@ -91,17 +91,15 @@ func readErr(err error, format string, args ...any) error {
 	return errorf(CodeIO, err, format, args...)
 }
 
+// errorf and newError are store errors of code with a message and cause; the message
+// ends with the cause's text. They fix this package's layer and nothing else: the
+// constructor is liberr's (see RATIONALE.md, "One error constructor").
 func errorf(code Code, cause error, format string, args ...any) error {
 	return newError(code, cause, fmt.Sprintf(format, args...))
 }
 
-// newError is a store error of code with message msg and cause; the message ends
-// with the cause's text.
 func newError(code Code, cause error, msg string) *Error {
-	if cause != nil {
-		msg += ": " + cause.Error()
-	}
-	return liberr.Wrap(layer, code, cause, "%s", msg)
+	return liberr.WrapQuoting(layer, code, cause, msg)
 }
 
 // VerifyError is the position of the first event of a process whose place in the

@@ -131,8 +131,10 @@ func guestError(err error) (*Error, bool) {
 	return se, true
 }
 
+// errorf fixes this package's layer and nothing else: the constructor is liberr's (see
+// RATIONALE.md, "One error constructor").
 func errorf(code liberr.Code, msg string, cause error) *Error {
-	return &Error{Code: code, Layer: Layer, Message: msg, Err: cause}
+	return liberr.Wrap(Layer, code, cause, "%s", msg)
 }
 
 // Layer is the Layer of this package's errors: Error() renders them "syscalls: <msg>"

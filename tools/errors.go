@@ -1,9 +1,6 @@
 package tools
 
-import (
-	"fmt"
-	"github.com/agentlibos/libos/liberr"
-)
+import "github.com/agentlibos/libos/liberr"
 
 // Code is the stable machine code of a tools error (the module's one code type). The
 // model sees it as the code of a failed call, the audit log keeps it in the
@@ -111,12 +108,15 @@ var (
 	ErrJournalCorrupt    = sentinel(CodeJournalCorrupt)
 )
 
-func sentinel(code Code) *Error { return &Error{Layer: layer, Code: code} }
+// sentinel, errorf and storageErr fix this package's layer (and storageErr its code)
+// and nothing else: the constructors are liberr's (see RATIONALE.md, "One error
+// constructor").
+func sentinel(code Code) *Error { return liberr.New(layer, code, "") }
 
 func errorf(code Code, format string, args ...any) *Error {
-	return &Error{Layer: layer, Code: code, Message: fmt.Sprintf(format, args...)}
+	return liberr.New(layer, code, format, args...)
 }
 
 func storageErr(what string, err error) *Error {
-	return &Error{Layer: layer, Code: CodeStorage, Message: what + ": " + err.Error(), Err: err}
+	return liberr.WrapQuoting(layer, CodeStorage, err, what)
 }

@@ -655,7 +655,7 @@ func syscallText(err error) string {
 func runError(tool string, err error, denied *syscalls.Error) error {
 	var we *wasm.Fault
 	if !errors.As(err, &we) {
-		return &Error{Layer: layer, Code: CodeToolFailed, Message: tool + ": " + err.Error(), Err: err}
+		return liberr.WrapQuoting(layer, CodeToolFailed, err, tool)
 	}
 	if we.Code == wasm.CodeJSError && we.Refusal != "" {
 		what := we.Message

@@ -201,7 +201,7 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 	}
 	prog, diags := compileSource(c.SourceCode, jsbundle.Options{MaxSourceBytes: v.limits.MaxSourceBytes})
 	for _, d := range diags {
-		dd := Diagnostic{Code: d.Code, Message: clip(d.Message), Line: d.Line, Column: d.Column}
+		dd := Diagnostic{Code: d.Code, Message: liberr.Clip(d.Message, MaxMessageBytes), Line: d.Line, Column: d.Column}
 		if d.Severity == jsbundle.SeverityError {
 			r.addError(dd)
 		} else {
@@ -246,7 +246,7 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 		// whatever the sandbox called the stop.
 		if o.tr.Error != nil && spent() && o.tr.Error.Code != syscalls.CodeTapeMismatch {
 			o.tr.Error.Code = wasm.CodeLimitExceeded
-			o.tr.Error.Message = clip(fmt.Sprintf("test %d: stopped: the validation's wall time of %v ran out", i, v.total))
+			o.tr.Error.Message = liberr.Clip(fmt.Sprintf("test %d: stopped: the validation's wall time of %v ran out", i, v.total), MaxMessageBytes)
 		}
 		return o
 	}
@@ -336,15 +336,13 @@ func runAll(n, parallel int, one func(int) testOutcome) []testOutcome {
 
 func intp(i int) *int { return &i }
 
-func clip(s string) string { return liberr.Clip(s, MaxMessageBytes) }
-
 func (r *Report) addError(d Diagnostic) {
-	d.Message = clip(d.Message)
+	d.Message = liberr.Clip(d.Message, MaxMessageBytes)
 	r.Errors = appendBounded(r.Errors, d, MaxReportErrors)
 }
 
 func (r *Report) addWarning(d Diagnostic) {
-	d.Message = clip(d.Message)
+	d.Message = liberr.Clip(d.Message, MaxMessageBytes)
 	r.Warnings = appendBounded(r.Warnings, d, MaxReportWarnings)
 }
 
@@ -389,7 +387,7 @@ func (v *Validator) runTest(ctx context.Context, prog *jsbundle.Program, i int, 
 func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int, tc testCase, logs *[]LogLine) TestResult {
 	tr := TestResult{Index: i}
 	fail := func(code, msg string, entry *int, path string) TestResult {
-		tr.Error = &Diagnostic{Code: code, Message: clip(fmt.Sprintf("test %d: %s", i, msg)), Test: intp(i), Entry: entry, Path: path}
+		tr.Error = &Diagnostic{Code: code, Message: liberr.Clip(fmt.Sprintf("test %d: %s", i, msg), MaxMessageBytes), Test: intp(i), Entry: entry, Path: path}
 		return tr
 	}
 	tape, err := syscalls.NewTape(tc.tape)

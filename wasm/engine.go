@@ -87,7 +87,7 @@ type Engine struct {
 	snap     []byte
 	snapFrom uint32
 	// snapRuns are the runs of 4 KiB blocks of snap that are not all zero: all that a new
-	// instance, whose memory is zero, needs written (a third of the snapshot).
+	// instance, whose memory is zero, needs written (336 of its 384 KiB).
 	snapRuns [][2]int
 }
 
@@ -438,8 +438,8 @@ func (in *instance) restore(snap []byte, from uint32, runs [][2]int) bool {
 	if !ok {
 		return false
 	}
-	// The snapshot is two thirds zero (free space of the prepared heap): its runs that
-	// are not are copied, the rest cleared, which does not read those bytes of snap.
+	// The blocks of the snapshot that are all zero (48 of its 384 KiB, free space of the
+	// prepared heap) are cleared rather than copied, which does not read them from snap.
 	dst, at := mem[from:end], 0
 	for _, r := range runs {
 		clear(dst[at:r[0]])

@@ -5,11 +5,11 @@ package wasm
 // builtGuest records how libos_guest.wasm was built. 'make guest' writes it together with
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
-	SHA256:         "37e5adb20f0cdef29251160b503bd82210ee2d9fa429c109e5e8005591d8130f",
+	SHA256:         "5d08e48891b59f82abee4ef7954a4c1f2ebd8064125d09b126e9edc426765dea",
 	QuickJSRelease: "2021-03-27",
 	QuickJSSource:  "npm qjsc@0.3.0 sha256:4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee",
 	Clang:          "Debian clang version 16.0.6 (15~deb12u1)",
 	WASILibc:       "0.0~git20220510.9886d3d-2",
 	PatchSHA256:    "abedf47157a07ad26e29d7172e42c5ce0862930fee73c7579ce10f64b92f5737",
-	SourcesSHA256:  "340459e6f6f24841fca275b130b51781252e94b68e717e456bccc06e92f16171",
+	SourcesSHA256:  "00337cbb74f4bb0eef34f545b0ddadf36461c6d61194e06a290de02741a3a8d6",
 }

@@ -419,11 +419,7 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	room := c.lim.LogBytes - c.logBytes - 1
 	if len(b) > room {
 		if room > 0 {
-			cut := room
-			for cut > 0 && !utf8.RuneStart(b[cut]) {
-				cut--
-			}
-			c.logs = append(c.logs, Log{Level: lvl, Message: strings.ToValidUTF8(string(b[:cut]), "\uFFFD")})
+			c.logs = append(c.logs, Log{Level: lvl, Message: liberr.Cut(string(b), room)})
 		}
 		c.logBytes = c.lim.LogBytes
 		c.logsTruncated = true

@@ -82,6 +82,8 @@ func TestRunErrors(t *testing.T) {
 		{"not_json: NaN", `function run() { return {n: NaN}; }`, `{}`, CodeNotJSON, "$.n", ""},
 		{"not_json: Infinity", `function run() { return [Infinity]; }`, `{}`, CodeNotJSON, "$[0]", ""},
 		{"not_json: cycles", `function run() { const o = {}; o.self = o; return o; }`, `{}`, CodeNotJSON, "$.self", ""},
+		{"not_json: the path quotes a key that is not an identifier", `function run() { return {ok: 1, "a b": [0, {c: [undefined]}]}; }`, `{}`, CodeNotJSON, `$["a b"][1].c[0]`, ""},
+		{"not_json: a hole in a sparse array, with its path", `function run() { const a = [1]; a[2] = 3; return {a}; }`, `{}`, CodeNotJSON, "$.a[1]", "sparse"},
 		{"unsettled: a Promise that never settles is an error, not a hang", `function run() { return new Promise(() => {}); }`, `{}`, CodeUnsettled, "", ""},
 		{"args_invalid: an array", sumProgram, `[1,2]`, CodeArgsInvalid, "", ""},
 		{"args_invalid: a scalar", sumProgram, `"x"`, CodeArgsInvalid, "", ""},
@@ -105,6 +107,22 @@ func TestRunErrors(t *testing.T) {
 			}
 			checkHealthy(t, e)
 		})
+	}
+}
+
+// The result is checked and written by the prelude with the built-ins it captured before
+// any program ran: a program that replaces Array.prototype's methods still gets its value
+// back as JSON, and its offence reported at its path.
+func TestRunResultIgnoresReplacedBuiltins(t *testing.T) {
+	e := hostTestEngine(t)
+	const breakArrays = `for (const m of ["pop", "push", "includes", "join"]) Array.prototype[m] = () => { throw new Error("the program's " + m); };`
+	res := mustRun(t, e, `function run() { `+breakArrays+` return {x: [[1, [2]], {y: "z"}], n: null}; }`, `{}`, nil, Options{})
+	if string(res.Value) != `{"x":[[1,[2]],{"y":"z"}],"n":null}` {
+		t.Errorf("value %s", res.Value)
+	}
+	_, err := e.Run(hostCtx(t), `function run() { `+breakArrays+` return {x: [[1], {y: () => 1}]}; }`, json.RawMessage(`{}`), nil, Options{})
+	if we := wantError(t, err, CodeNotJSON, ""); we.Path != "$.x[1].y" {
+		t.Errorf("Path = %q, want $.x[1].y", we.Path)
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/agentlibos/libos/internal/randid"
 )
 
 // Where the operator socket lives, and why a client may trust it.
@@ -199,9 +200,9 @@ func listenOperator(dir string) (*operatorListener, error) {
 			return nil, fmt.Errorf("libos: remove the stale operator socket: %w", err)
 		}
 	}
-	var nonce [8]byte
-	_, _ = rand.Read(nonce[:])
-	tmp := filepath.Join(sockDir, "."+hex.EncodeToString(nonce[:])+".tmp")
+	// 16 of the ID's 32 hex digits: a Unix socket's path is bounded (108 bytes), and
+	// the name only has to differ from a concurrent start's.
+	tmp := filepath.Join(sockDir, "."+randid.New("")[:16]+".tmp")
 	ln, err := net.Listen("unix", tmp)
 	if err != nil {
 		return nil, err

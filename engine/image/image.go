@@ -252,7 +252,7 @@ func DefaultImage(skills fs.FS) (*Image, error) {
 func LoadImage(fsys fs.FS, name string) (*Image, error) {
 	data, err := fs.ReadFile(fsys, name)
 	if err != nil {
-		return nil, &liberr.Error{Layer: layer, Code: CodeInvalidImage, Message: "image: " + err.Error(), Err: err}
+		return nil, liberr.WrapQuoting(layer, CodeInvalidImage, err, "image")
 	}
 	return parseImage(data, fsys, path.Dir(name))
 }

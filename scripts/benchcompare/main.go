@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/wasm"
 )
 
@@ -133,19 +134,12 @@ func (e *env) proc(environ []string, name string, args ...string) (ms, mb float6
 	err := cmd.Run()
 	ms = float64(time.Since(t0).Nanoseconds()) / 1e6
 	if err != nil {
-		e.fail("%s %s: %v: %s", name, strings.Join(args, " "), err, clip(out.String()))
+		e.fail("%s %s: %v: %s", name, strings.Join(args, " "), err, liberr.Clip(out.String(), 400))
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		mb = float64(ru.Maxrss) / 1024 // kilobytes on Linux
 	}
 	return ms, mb
-}
-
-func clip(s string) string {
-	if len(s) > 400 {
-		return s[:400] + "…"
-	}
-	return s
 }
 
 func run(cfg config) error {
@@ -683,7 +677,7 @@ func fuelCost() (float64, error) {
 	}
 	out, err := exec.Command("go", "test", "./wasm/", "-run", "^$", "-bench", "^BenchmarkFuelCost$", "-benchtime", "7x", "-v").CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("%v: %s", err, clip(string(out)))
+		return 0, fmt.Errorf("%v: %s", err, liberr.Clip(string(out), 400))
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		if _, rest, ok := strings.Cut(line, "geometric mean: ×raw "); ok {
@@ -693,5 +687,5 @@ func fuelCost() (float64, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("no geometric mean in the output: %s", clip(string(out)))
+	return 0, fmt.Errorf("no geometric mean in the output: %s", liberr.Clip(string(out), 400))
 }

@@ -22,6 +22,7 @@
   const objectToString = ObjectProto.toString;
   const arraySort = ArrayProto.sort;
   const arrayPush = ArrayProto.push;
+  const arrayPop = ArrayProto.pop;
   const arrayJoin = ArrayProto.join;
   const arrayIncludes = ArrayProto.includes;
   const stringRepeat = String.prototype.repeat;
@@ -377,40 +378,51 @@
     return 'an instance of ' + (name === null ? 'an unknown class' : name);
   }
 
-  function write(v, path, out, stack) {
+  // The first offender found by write: its message, and the keys and indexes that lead
+  // to it, innermost first, added as write unwinds. The path is text only once there is
+  // an offender: a value that is JSON costs no path strings.
+  function offence(message) {
+    return { keys: [], message };
+  }
+
+  function write(v, out, stack) {
     switch (typeof v) {
       case 'string': arrayPush.call(out, jsonStringify(v)); return null;
       case 'boolean': arrayPush.call(out, v ? 'true' : 'false'); return null;
       case 'number':
-        if (!numberIsFinite(v)) return [path, v + ' is not a finite number'];
+        if (!numberIsFinite(v)) return offence(v + ' is not a finite number');
         arrayPush.call(out, '' + v);
         return null;
       case 'object': break;
-      default: return [path, kind(v) + ' is not JSON'];
+      default: return offence(kind(v) + ' is not JSON');
     }
     if (v === null) {
       arrayPush.call(out, 'null');
       return null;
     }
-    if (apply(arrayIncludes, stack, [v])) return [path, 'a cycle is not JSON'];
+    if (apply(arrayIncludes, stack, [v])) return offence('a cycle is not JSON');
     const proto = getPrototypeOf(v);
     if (isArray(v)) {
-      if (proto !== ArrayProto) return [path, kind(v) + ' is not JSON'];
+      if (proto !== ArrayProto) return offence(kind(v) + ' is not JSON');
       arrayPush.call(stack, v);
       const len = v.length;
       arrayPush.call(out, '[');
       for (let i = 0; i < len; i++) {
         if (i > 0) arrayPush.call(out, ',');
-        if (!apply(hasOwnProperty, v, [i])) return [path + '[' + i + ']', 'a hole in a sparse array is not JSON'];
-        const err = write(v[i], path + '[' + i + ']', out, stack);
-        if (err !== null) return err;
+        let err = null;
+        if (!apply(hasOwnProperty, v, [i])) err = offence('a hole in a sparse array is not JSON');
+        else err = write(v[i], out, stack);
+        if (err !== null) {
+          arrayPush.call(err.keys, i);
+          return err;
+        }
       }
       arrayPush.call(out, ']');
-      stack.pop();
+      apply(arrayPop, stack, []);
       return null;
     }
-    if (proto !== ObjectProto && proto !== null) return [path, kind(v) + ' is not JSON'];
-    if (getOwnPropertySymbols(v).length > 0) return [path, 'a symbol-keyed property is not JSON'];
+    if (proto !== ObjectProto && proto !== null) return offence(kind(v) + ' is not JSON');
+    if (getOwnPropertySymbols(v).length > 0) return offence('a symbol-keyed property is not JSON');
     arrayPush.call(stack, v);
     const keys = objectKeys(v);
     arrayPush.call(out, '{');
@@ -418,19 +430,28 @@
       const k = keys[i];
       if (i > 0) arrayPush.call(out, ',');
       arrayPush.call(out, jsonStringify(k), ':');
-      const err = write(v[k], pathKey(path, k), out, stack);
-      if (err !== null) return err;
+      const err = write(v[k], out, stack);
+      if (err !== null) {
+        arrayPush.call(err.keys, k);
+        return err;
+      }
     }
     arrayPush.call(out, '}');
-    stack.pop();
+    apply(arrayPop, stack, []);
     return null;
   }
 
   // JSON text of a plain-JSON value, or [path, message] for the first offender.
   function serialize(v) {
     const out = [];
-    const err = write(v, '$', out, []);
-    return err !== null ? err : apply(arrayJoin, out, ['']);
+    const err = write(v, out, []);
+    if (err === null) return apply(arrayJoin, out, ['']);
+    let path = '$';
+    for (let i = err.keys.length - 1; i >= 0; i--) {
+      const k = err.keys[i];
+      path = typeof k === 'number' ? path + '[' + k + ']' : pathKey(path, k);
+    }
+    return [path, err.message];
   }
 
   function codedError(code, message) {

@@ -6,11 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"sort"
-	"strings"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
@@ -325,10 +324,10 @@ func slicesContains(s []string, v string) bool {
 // 2^53), strings by their decoded text. It returns one check per node, in a stable
 // order, and whether every node matched.
 func Compare(expected, observed json.RawMessage) ([]Check, bool) {
-	ev, err1 := decode(expected)
-	ov, err2 := decode(observed)
+	ev, err1 := jsonexact.DecodeAny(expected, 0)
+	ov, err2 := jsonexact.DecodeAny(observed, 0)
 	if err1 != nil || err2 != nil {
-		return []Check{{Path: "/", Expected: kindOf(ev), Observed: kindOf(ov), Note: "not JSON"}}, false
+		return []Check{{Path: "/", Expected: jsonexact.KindOf(ev), Observed: jsonexact.KindOf(ov), Note: "not JSON"}}, false
 	}
 	var out []Check
 	compare("", ev, ov, &out)
@@ -339,40 +338,12 @@ func Compare(expected, observed json.RawMessage) ([]Check, bool) {
 	return out, ok
 }
 
-func decode(b []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
-func kindOf(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case json.Number:
-		return "number"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	return "invalid"
-}
-
 func compare(path string, e, o any, out *[]Check) {
 	p := path
 	if p == "" {
 		p = "/"
 	}
-	c := Check{Path: p, Expected: kindOf(e), Observed: kindOf(o)}
+	c := Check{Path: p, Expected: jsonexact.KindOf(e), Observed: jsonexact.KindOf(o)}
 	if c.Expected != c.Observed {
 		c.Note = "type differs"
 		*out = append(*out, c)
@@ -400,14 +371,14 @@ func compare(path string, e, o any, out *[]Check) {
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			sub := path + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			sub := path + "/" + jsonexact.EscapePointer(k)
 			ex, inE := ev[k]
 			ob, inO := ov[k]
 			switch {
 			case !inO:
-				*out = append(*out, Check{Path: sub, Expected: kindOf(ex), Observed: "missing", Note: "member lost"})
+				*out = append(*out, Check{Path: sub, Expected: jsonexact.KindOf(ex), Observed: "missing", Note: "member lost"})
 			case !inE:
-				*out = append(*out, Check{Path: sub, Expected: "missing", Observed: kindOf(ob), Note: "member added"})
+				*out = append(*out, Check{Path: sub, Expected: "missing", Observed: jsonexact.KindOf(ob), Note: "member added"})
 			default:
 				compare(sub, ex, ob, out)
 			}
@@ -425,9 +396,7 @@ func compare(path string, e, o any, out *[]Check) {
 		}
 	case json.Number:
 		on := o.(json.Number)
-		a, okA := new(big.Rat).SetString(string(ev))
-		b, okB := new(big.Rat).SetString(string(on))
-		c.OK = okA && okB && a.Cmp(b) == 0
+		c.OK = jsonexact.NumberEqual(string(ev), string(on))
 		if !c.OK {
 			c.Note = fmt.Sprintf("sent %s, returned %s", ev, on)
 		}

@@ -26,6 +26,8 @@ func emit(reason string) error {
 		return liberr.Wrap("fake", "by_wrap", sentinelErr, "wrapped")
 	case "d":
 		return sentinel(liberr.CodeCanceled)
+	case "e":
+		return liberr.WrapQuoting("fake", "by_wrap_quoting", sentinelErr, "quoted")
 	}
 	return errorf(reason, typed, typed)
 }
