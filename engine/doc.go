@@ -118,7 +118,8 @@
 // gets what it needs from the kernel as values of its Call: Call.Syscalls (its syscall
 // authority) and Call.Sandbox (its sandbox bounds); it calls the kernel only to change
 // the process (Call.InstallTool and Call.ToolKinds for the JIT lifecycle's register,
-// Call.ActivateSkill and Call.DeactivateSkill for the Skill tools).
+// Call.ActivateSkill and Call.DeactivateSkill for the Skill tools); Call.Return only
+// keeps its result on the Call for the pipeline.
 //
 // # Skills
 //

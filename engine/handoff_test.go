@@ -15,10 +15,12 @@ import (
 // stack of each write proves the path: TestCallPathMCPToPebble in package libos). The
 // Call's methods are the kernel's own operations on the calling process, which only
 // the tools that change it use: the JIT lifecycle's register (ToolKinds, InstallTool)
-// and the Skill tools (ActivateSkill, DeactivateSkill). A new method here is a new way
-// back up into the kernel and must be one of those.
+// and the Skill tools (ActivateSkill, DeactivateSkill); and Return, which keeps the
+// handler's result on the Call for the pipeline to read after the handler returned
+// (the answer going back up, not a call into the kernel's state). A new method here is
+// a new way back up into the kernel and must be one of those.
 func TestCallHandsValuesDown(t *testing.T) {
-	want := []string{"ActivateSkill", "DeactivateSkill", "InstallTool", "ToolKinds"}
+	want := []string{"ActivateSkill", "DeactivateSkill", "InstallTool", "Return", "ToolKinds"}
 	typ := reflect.TypeOf(&engine.Call{})
 	var got []string
 	for i := range typ.NumMethod() {

@@ -470,9 +470,17 @@ func (k *Kernel) settle(ctx context.Context, p *process, call *Call, e *entry, o
 		return nil, k.fail(ctx, p, call, FailedAtResult, &Error{Layer: layer, Code: CodeLimitExceeded,
 			Message: fmt.Sprintf("result of %s is %d bytes, more than the %d-byte result limit; no result was persisted", e.Name, len(out), p.limits.MaxResultBytes)})
 	}
-	v, derr := jsonexact.Decode(out, p.limits.MaxDepth)
-	if derr != nil {
-		return nil, k.fail(ctx, p, call, FailedAtResult, &Error{Layer: layer, Code: CodeOutputInvalid, Message: fmt.Sprintf("result of %s is not exact JSON: %v", e.Name, derr), Err: derr})
+	// A result the handler handed over as a Doc (Call.Return) is exact already: only
+	// the kernel's tighter depth bound is left to check, and a Doc over it is parsed
+	// so that the refusal reads as for any text.
+	var v jsonexact.Value
+	if d, ok := call.returned(out); ok && d.Depth() <= p.limits.MaxDepth {
+		v = d.Value()
+	} else {
+		var derr error
+		if v, derr = jsonexact.Decode(out, p.limits.MaxDepth); derr != nil {
+			return nil, k.fail(ctx, p, call, FailedAtResult, &Error{Layer: layer, Code: CodeOutputInvalid, Message: fmt.Sprintf("result of %s is not exact JSON: %v", e.Name, derr), Err: derr})
+		}
 	}
 	if e.out != nil {
 		if details := validate(e.out, &v); details != nil {

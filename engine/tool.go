@@ -104,8 +104,37 @@ type Call struct {
 	// fields: the sandbox's defaults).
 	Sandbox image.SandboxLimits
 
+	// ret is the result the handler handed over with Return, and out the text
+	// Return gave it to return.
+	ret    jsonexact.Doc
+	retOut json.RawMessage
+
 	k *Kernel
 	p *process
+}
+
+// Return hands the pipeline the handler's result as a jsonexact.Doc (a value the
+// handler decoded or built, exact by construction) and returns its text, which the
+// handler returns:
+//
+//	return call.Return(doc), nil
+//
+// The pipeline then checks the result (size, depth, output schema) and normalises it
+// from the value, without parsing the text again. A handler that returns other bytes
+// than Return gave it has them parsed as usual.
+func (c *Call) Return(d jsonexact.Doc) json.RawMessage {
+	out := d.Bytes()
+	c.ret, c.retOut = d, out
+	return out
+}
+
+// returned is the Doc behind out when out is exactly the text Return handed out.
+func (c *Call) returned(out json.RawMessage) (jsonexact.Doc, bool) {
+	r := c.retOut
+	if c.ret.IsZero() || len(out) == 0 || len(out) != len(r) || &out[0] != &r[0] {
+		return jsonexact.Doc{}, false
+	}
+	return c.ret, true
 }
 
 // ToolKinds returns the calling process's tool table as it is now, name → kind: what

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/internal/jsonexact"
 )
 
 // EchoName is the name of the echo tool.
@@ -31,7 +32,20 @@ func Echo() engine.Tool {
 }
 
 // echo returns exactly the arguments the pipeline handed it: the exact JSON the
-// adapter accepted, numbers and strings as written.
+// adapter accepted, numbers and strings as written. It hands them back as the value
+// the adapter decoded (Call.Return), so the result is not parsed again.
 func echo(_ context.Context, call *engine.Call) (json.RawMessage, error) {
-	return call.Args, nil
+	v, err := argsValue(call)
+	if err != nil {
+		return call.Args, nil // the pipeline refuses it, as any result that is not exact
+	}
+	d, err := jsonexact.Encode(v, maxEchoDepth)
+	if err != nil {
+		return call.Args, nil
+	}
+	return call.Return(d), nil
 }
+
+// maxEchoDepth bounds only the encoding of echo's result; the kernel applies its own
+// depth limit to the arguments before and to the result after.
+const maxEchoDepth = 10_000

@@ -22,19 +22,20 @@ func parsesOf(t *testing.T, w *world, pid, tool, args string) uint64 {
 // the documents one call parses, end to end. Each is named; a layer that parses the
 // arguments again adds one and fails this test.
 //
-//	echo:               the frame (adapter) · the result (settle)                  = 2
-//	JIT tool + kv.put:  echo's 2 · the syscall's arguments, once at the boundary ·
-//	                    its result · its audit event                              = 5
+//	echo:               the frame (adapter)                                       = 1
+//	JIT tool + kv.put:  the frame · the syscall's arguments, once at the boundary ·
+//	                    its result · its audit event · the guest's result (settle) = 5
 //	validate (refused): the frame                                                 = 1
 //
-// The kernel's own events (tool_called, tool_result, tool_failed) are not parsed: the
-// kernel builds them from values it holds and hands them to the store as
-// jsonexact.Doc, which the store checks without parsing.
+// Nothing the kernel built from a parsed value is parsed again: its events
+// (tool_called, tool_result, tool_failed) reach the store as jsonexact.Doc, which the
+// store checks without parsing, and echo hands its result back with Call.Return.
 //
 // Before the arguments were handed down these were 4, 9 and 4: the router decoded a
 // syscall's arguments for the audit record, for the route, and again for the journal,
 // and validate_jit_tool decoded its arguments again in the handler; then 4, 7 and 3,
-// while the store parsed every event the kernel wrote.
+// while the store parsed every event the kernel wrote, and 2 while settle parsed
+// echo's result.
 func TestParsesPerCall(t *testing.T) {
 	w := newWorld(t)
 	pid := w.spawn(t, engine.Direct, "kv:write")
@@ -47,7 +48,7 @@ func TestParsesPerCall(t *testing.T) {
 		what, tool, args string
 		max              uint64
 	}{
-		{"echo", tools.EchoName, `{"n":1,"s":"x"}`, 2},
+		{"echo", tools.EchoName, `{"n":1,"s":"x"}`, 1},
 		{"a JIT tool with one kv.put", "put_once", `{"n":1}`, 5},
 		{"validate_jit_tool of an unknown candidate", tools.ValidateName, idArg("tcand_00000000000000000000000000000000"), 1},
 	} {

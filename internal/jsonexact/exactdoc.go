@@ -17,8 +17,9 @@ import (
 // Value it carries shares memory with the text and with whatever it was built from
 // and must be treated as read-only.
 type Doc struct {
-	text string
-	v    Value
+	text  string
+	v     Value
+	depth int
 }
 
 // DecodeDoc parses data as one exact JSON value (Decode's rules) and returns it as a
@@ -28,7 +29,7 @@ func DecodeDoc(data []byte, maxDepth int) (Doc, error) {
 	if err != nil {
 		return Doc{}, err
 	}
-	return Doc{text: string(v.AppendCompact(make([]byte, 0, len(data)))), v: v}, nil
+	return Doc{text: string(v.AppendCompact(make([]byte, 0, len(data)))), v: v, depth: depthOf(&v)}, nil
 }
 
 // Encode writes v as compact JSON (members in order, minimal escapes) and returns it
@@ -46,7 +47,7 @@ func Encode(v Value, maxDepth int) (Doc, error) {
 	if err := e.check(&v, 0); err != nil {
 		return Doc{}, err
 	}
-	return Doc{text: string(v.AppendCompact(make([]byte, 0, e.size))), v: v}, nil
+	return Doc{text: string(v.AppendCompact(make([]byte, 0, e.size))), v: v, depth: e.depth}, nil
 }
 
 // IsZero reports whether d is the zero Doc (no document).
@@ -63,6 +64,25 @@ func (d Doc) Bytes() []byte { return []byte(d.text) }
 
 // Value is the document's value (read-only: it shares memory with the Doc).
 func (d Doc) Value() Value { return d.v }
+
+// Depth is the document's nesting: 0 for a scalar, 1 for a flat array or object.
+// A reader with a tighter bound than the one the Doc was made under checks it here.
+func (d Doc) Depth() int { return d.depth }
+
+// depthOf is the nesting of v (the outermost container is depth 1).
+func depthOf(v *Value) int {
+	n := 0
+	for i := range v.A {
+		n = max(n, depthOf(&v.A[i]))
+	}
+	for i := range v.O {
+		n = max(n, depthOf(&v.O[i].Val))
+	}
+	if v.Kind == Array || v.Kind == Object {
+		n++
+	}
+	return n
+}
 
 // Kind is the JSON type of the document's value.
 func (d Doc) Kind() Kind { return d.v.Kind }
@@ -87,8 +107,9 @@ func (d Doc) Has(key string) bool {
 
 // encoder checks a Value before it is written and sizes its text.
 type encoder struct {
-	max  int
-	size int
+	max   int
+	size  int
+	depth int // the deepest nesting seen
 }
 
 // errNotExact is the cause of every Encode refusal; the message says which rule.
@@ -99,6 +120,9 @@ func (e *encoder) fail(format string, args ...any) error {
 }
 
 func (e *encoder) check(v *Value, depth int) error {
+	if v.Kind == Array || v.Kind == Object {
+		e.depth = max(e.depth, depth+1)
+	}
 	switch v.Kind {
 	case Null, Bool:
 		e.size += 5

@@ -38,6 +38,9 @@ func TestEncodeWritesWhatDecodeAccepts(t *testing.T) {
 		if err != nil || dd.Text() != d.Text() {
 			t.Fatalf("DecodeDoc(%s) = %q, %v; Encode wrote %q", in, dd.Text(), err, d.Text())
 		}
+		if dd.Depth() != d.Depth() || d.Depth() != depthOf(&v) {
+			t.Fatalf("depth of %s: DecodeDoc %d, Encode %d, walk %d", in, dd.Depth(), d.Depth(), depthOf(&v))
+		}
 	}
 }
 
@@ -100,6 +103,25 @@ func TestStrCoercesInvalidUTF8(t *testing.T) {
 	}
 	if !d.Has("n") || d.Has("zz") {
 		t.Fatal("Has is wrong")
+	}
+}
+
+// Depth is the nesting a reader with a tighter bound checks: 0 for a scalar, 1 for a
+// flat container, as Decode counts it.
+func TestDocDepth(t *testing.T) {
+	for in, want := range map[string]int{`1`: 0, `[]`: 1, `{"a":[1,[2]]}`: 3, `[{},[[]]]`: 3} {
+		d, err := DecodeDoc([]byte(in), 0)
+		if err != nil || d.Depth() != want {
+			t.Fatalf("Depth(%s) = %d, %v; want %d", in, d.Depth(), err, want)
+		}
+		if _, err := Decode([]byte(in), max(want, 1)); err != nil {
+			t.Fatalf("Decode refuses %s at its own depth %d: %v", in, want, err)
+		}
+		if want > 1 {
+			if _, err := Decode([]byte(in), want-1); err == nil {
+				t.Fatalf("Decode accepts %s at depth %d, below its Depth %d", in, want-1, want)
+			}
+		}
 	}
 }
 
