@@ -323,10 +323,12 @@ func parseTests(raw json.RawMessage, lim Limits) ([]testCase, *Error) {
 }
 
 func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
-	v, err := jsonexact.DecodeAny(item, lim.MaxDepth)
+	// The test is decoded once; its members' texts and its tape come from that decoding.
+	val, err := jsonexact.Decode(item, lim.MaxDepth)
 	if err != nil {
 		return testCase{}, errorf(CodeInvalidTest, "not exact JSON: %v", err)
 	}
+	v := val.ToAny()
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return testCase{}, errorf(CodeInvalidTest, "a test is a JSON object {args, expected, syscalls}, got %s", jsonexact.KindOf(v))
@@ -336,14 +338,14 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 		te.Code = CodeInvalidTest
 		return testCase{}, te
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(item, &raw); err != nil {
+	_, raw, err := jsonexact.SplitDecoded(val, item) // compact member texts
+	if err != nil {
 		return testCase{}, errorf(CodeInvalidTest, "%v", err)
 	}
 	if _, ok := obj["args"].(map[string]any); !ok {
 		return testCase{}, errorf(CodeInvalidTest, `"args" must be a JSON object (tool arguments are always an object), got %s`, jsonexact.KindOf(obj["args"]))
 	}
-	tc := testCase{args: compact(raw["args"]), argsV: obj["args"], expected: obj["expected"]}
+	tc := testCase{args: raw["args"], argsV: obj["args"], expected: obj["expected"]}
 	_, hasExpected := obj["expected"]
 	expErr, hasErr := obj["expected_error"]
 	switch {
@@ -362,7 +364,8 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 	if _, ok := obj["syscalls"].([]any); !ok {
 		return testCase{}, errorf(CodeInvalidTest, `"syscalls" must be an array of tape entries, got %s`, jsonexact.KindOf(obj["syscalls"]))
 	}
-	tape, err := syscalls.ParseTape(raw["syscalls"])
+	sys, _ := val.Get("syscalls")
+	tape, err := syscalls.ParseTapeDecoded(*sys, raw["syscalls"])
 	if err != nil {
 		return testCase{}, errorf(CodeInvalidTest, "syscalls: %s", syscallText(err))
 	}
