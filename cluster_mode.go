@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentlibos/libos/cluster"
@@ -64,7 +65,7 @@ type clusterHost struct {
 	st *store.Store
 }
 
-var hostChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+var hostChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_-]`) })
 
 // startCluster starts (or joins) the NATS server and connects the node.
 func startCluster(ctx context.Context, dir string, o *ClusterOptions) (*clusterHost, error) {
@@ -74,7 +75,7 @@ func startCluster(ctx context.Context, dir string, o *ClusterOptions) (*clusterH
 		if err != nil || h == "" {
 			h = "libos"
 		}
-		host = hostChars.ReplaceAllString(strings.SplitN(h, ".", 2)[0], "-")
+		host = hostChars().ReplaceAllString(strings.SplitN(h, ".", 2)[0], "-")
 	}
 	c := &clusterHost{}
 	url := o.NATSURL

@@ -214,13 +214,13 @@ func (n *Node) logf(format string, args ...any) {
 // HostName is this host's name.
 func (n *Node) HostName() string { return n.cfg.Host }
 
-var plainToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`)
+var plainToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`) })
 
 // Subject is the subject of pid's batches: the PID itself when it is a plain token
 // (pid_ + hex always is), else "=" and its unpadded base64url, which no plain token
 // starts with.
 func (n *Node) Subject(pid string) string {
-	if plainToken.MatchString(pid) {
+	if plainToken().MatchString(pid) {
 		return n.cfg.Subject + "." + pid
 	}
 	return n.cfg.Subject + ".=" + base64.RawURLEncoding.EncodeToString([]byte(pid))

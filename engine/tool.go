@@ -181,8 +181,8 @@ func compileTool(t Tool, maxDepth int) (*entry, error) {
 	if t.Name == RunJITTool {
 		return nil, toolErr(t.Name, "%s is reserved for the multiplexed projection and is never a process tool", RunJITTool)
 	}
-	if !toolNameRE.MatchString(t.Name) {
-		return nil, toolErr(t.Name, "the name must match %s", toolNameRE)
+	if !toolNameRE().MatchString(t.Name) {
+		return nil, toolErr(t.Name, "the name must match %s", toolNameRE())
 	}
 	if t.Handler == nil {
 		return nil, toolErr(t.Name, "no handler")

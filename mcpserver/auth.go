@@ -150,7 +150,7 @@ func parseScopes(in []string) (known, unknown []string) {
 		switch {
 		case s == ScopeOperator || s == ScopeAllProcesses:
 			known = append(known, s)
-		case strings.HasPrefix(s, scopeProcess) && pidPattern.MatchString(strings.TrimPrefix(s, scopeProcess)):
+		case strings.HasPrefix(s, scopeProcess) && pidPattern().MatchString(strings.TrimPrefix(s, scopeProcess)):
 			known = append(known, s)
 		default:
 			unknown = append(unknown, s)
@@ -161,7 +161,7 @@ func parseScopes(in []string) (known, unknown []string) {
 }
 
 // pidPattern is what a process scope may name: the characters of a PID, bounded.
-var pidPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+var pidPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`) })
 
 // Token is one static token of a token file: its id, the SHA-256 of the secret and
 // its scopes. The secret itself is never kept.
@@ -171,7 +171,7 @@ type Token struct {
 	Scopes []string
 }
 
-var tokenIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
+var tokenIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`) })
 
 // ParseTokenFile reads a token file: one token a line, as
 //
@@ -202,7 +202,7 @@ func ParseTokenFile(data []byte) ([]Token, error) {
 			continue
 		}
 		t := Token{ID: f[0]}
-		if !tokenIDPattern.MatchString(t.ID) {
+		if !tokenIDPattern().MatchString(t.ID) {
 			bad("token id %q is not 1 to 64 letters, digits, _ . @ or -", liberr.Clip(t.ID, 80))
 		} else if ids[t.ID] {
 			bad("token id %q is listed twice", t.ID)

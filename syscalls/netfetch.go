@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode/utf8"
 
@@ -60,10 +61,10 @@ var hopHeaders = map[string]bool{
 	"Trailer": true, "Upgrade": true, "Expect": true,
 }
 
-var headerToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+var headerToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$") })
 
 // placeholder is a secret reference in a header value.
-var placeholder = regexp.MustCompile(`\{\{secret:([^{}]*)\}\}`)
+var placeholder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{secret:([^{}]*)\}\}`) })
 
 func netErr(code liberr.Code, msg string) *Error { return errorf(code, "net.fetch: "+msg, nil) }
 
@@ -109,7 +110,7 @@ func checkFetch(c *call) error {
 	if len(body) > 0 && (method == "GET" || method == "HEAD") {
 		return argErr(c, method+" takes no body")
 	}
-	if placeholder.Match(body) || placeholder.MatchString(t.url) {
+	if placeholder().Match(body) || placeholder().MatchString(t.url) {
 		return netErr(CodeSecretNotAllowed, "secret placeholders are replaced only in header values, never in the URL or the body")
 	}
 	hdrs, _ := c.args["headers"].(map[string]any)
@@ -119,7 +120,7 @@ func checkFetch(c *call) error {
 		v, _ := hdrs[k].(string)
 		canon := http.CanonicalHeaderKey(k)
 		switch {
-		case !headerToken.MatchString(k):
+		case !headerToken().MatchString(k):
 			return argErr(c, fmt.Sprintf("header name %q is not an HTTP token", liberr.Clip(k, 64)))
 		case hopHeaders[canon]:
 			return argErr(c, fmt.Sprintf("header %s is set by the host, not the guest", canon))
@@ -157,11 +158,11 @@ func (p *Policy) substitute(headers [][2]string, t target, read func(*secret) (s
 	for _, h := range headers {
 		v := h[1]
 		var ferr error
-		v = placeholder.ReplaceAllStringFunc(v, func(m string) string {
+		v = placeholder().ReplaceAllStringFunc(v, func(m string) string {
 			if ferr != nil {
 				return ""
 			}
-			name := placeholder.FindStringSubmatch(m)[1]
+			name := placeholder().FindStringSubmatch(m)[1]
 			s, ok := p.secrets[name]
 			if !ok {
 				ferr = netErr(CodeSecretNotAllowed, fmt.Sprintf("header %s names secret %q, which the image does not declare", h[0], liberr.Clip(name, 64)))

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -176,10 +177,10 @@ type flowRule struct {
 }
 
 var (
-	secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
-	labelName  = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
-	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	methodName = regexp.MustCompile(`^[A-Z]{1,16}$`)
+	secretName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`) })
+	labelName  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`) })
+	envName    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })
+	methodName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z]{1,16}$`) })
 )
 
 // Clone returns a deep copy.
@@ -265,7 +266,7 @@ func CompilePolicy(spec PolicySpec) (*Policy, []PolicyProblem) {
 			methods = []string{"GET", "HEAD"}
 		}
 		for i, m := range methods {
-			if !methodName.MatchString(m) {
+			if !methodName().MatchString(m) {
 				add("/net/methods/"+strconv.Itoa(i), "method %q is not an upper-case HTTP method", m)
 				continue
 			}
@@ -311,15 +312,15 @@ func CompilePolicy(spec PolicySpec) (*Policy, []PolicyProblem) {
 	for _, name := range sortedNames(spec.Secrets) {
 		s := spec.Secrets[name]
 		at := "/secrets/" + escape(name)
-		if !secretName.MatchString(name) {
-			add(at, "secret name %q must match %s", name, secretName)
+		if !secretName().MatchString(name) {
+			add(at, "secret name %q must match %s", name, secretName())
 		}
 		switch {
 		case s.FromEnv != "" && s.FromFile != "":
 			add(at, "a secret has one source: from_env or from_file, not both")
 		case s.FromEnv == "" && s.FromFile == "":
 			add(at, "a secret needs a source: from_env or from_file")
-		case s.FromEnv != "" && !envName.MatchString(s.FromEnv):
+		case s.FromEnv != "" && !envName().MatchString(s.FromEnv):
 			add(at+"/from_env", "%q is not an environment variable name", s.FromEnv)
 		case s.FromFile != "" && !strings.HasPrefix(s.FromFile, "/"):
 			add(at+"/from_file", "from_file must be an absolute path, not %q", s.FromFile)
@@ -338,8 +339,8 @@ func CompilePolicy(spec PolicySpec) (*Policy, []PolicyProblem) {
 
 	labels := map[string]bool{}
 	label := func(at, l string) {
-		if !labelName.MatchString(l) {
-			add(at, "label %q must match %s", l, labelName)
+		if !labelName().MatchString(l) {
+			add(at, "label %q must match %s", l, labelName())
 			return
 		}
 		labels[l] = true

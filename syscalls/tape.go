@@ -57,10 +57,10 @@ func (e *TapeError) err() *Error {
 
 // codeToken is what an error string must look like to be used as the code as well as
 // the message: `"error": "capability_denied"` rejects with code capability_denied.
-var codeToken = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+var codeToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`) })
 
 // layerToken is what a tape error's layer looks like: a package's layer name.
-var layerToken = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+var layerToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`) })
 
 var tapeEntryKeys = map[string]bool{"name": true, "args": true, "result": true, "payload": true, "ok": true, "error": true}
 
@@ -148,7 +148,7 @@ func decodeTapeError(v *jsonexact.Value) (*TapeError, error) {
 	switch v.Kind {
 	case jsonexact.String:
 		te := &TapeError{Code: CodeProviderFailed, Message: v.S}
-		if codeToken.MatchString(v.S) {
+		if codeToken().MatchString(v.S) {
 			te.Code = v.S
 		}
 		return te, nil
@@ -170,7 +170,7 @@ func decodeTapeError(v *jsonexact.Value) (*TapeError, error) {
 			te.Message = m.S
 		}
 		if l, present := v.Get("layer"); present {
-			if l.Kind != jsonexact.String || !layerToken.MatchString(l.S) {
+			if l.Kind != jsonexact.String || !layerToken().MatchString(l.S) {
 				return nil, tapeInvalid(`"error.layer" must be a layer's name (syscalls, engine, …)`)
 			}
 			te.Layer = l.S
@@ -375,7 +375,7 @@ func checkAgainstRoute(i int, e tapeEntry) error {
 			return nil
 		}
 	}
-	if open && codeToken.MatchString(e.Error.Code) {
+	if open && codeToken().MatchString(e.Error.Code) {
 		return nil
 	}
 	names := make([]string, len(codes))

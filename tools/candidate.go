@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -78,7 +79,7 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // candidateFields are the exact top-level fields of a proposal. There is no
 // capability-request field: registration grants nothing.
@@ -210,8 +211,8 @@ func checkProposal(c Candidate, lim Limits) (*proposal, *Error) {
 	switch {
 	case c.Name == engine.RunJITTool:
 		return nil, errorf(CodeReservedName, "%s is reserved for the multiplexed projection and is never a tool name", engine.RunJITTool)
-	case !nameRE.MatchString(c.Name):
-		return nil, errorf(CodeInvalidName, "name %q must match %s", liberr.Clip(c.Name, 80), nameRE)
+	case !nameRE().MatchString(c.Name):
+		return nil, errorf(CodeInvalidName, "name %q must match %s", liberr.Clip(c.Name, 80), nameRE())
 	case strings.TrimSpace(c.Description) == "":
 		return nil, errorf(CodeInvalidRequest, "description must say what the tool does")
 	case !utf8.ValidString(c.Description) || !utf8.ValidString(c.SourceCode):
@@ -293,7 +294,7 @@ func compileSchema(which string, raw json.RawMessage, lim Limits) (*jsonschema.S
 var (
 	testFields   = []string{"args", "expected", "expected_error", "syscalls"}
 	testRequired = []string{"args", "syscalls"}
-	errorCodeRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	errorCodeRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`) })
 )
 
 func parseTests(raw json.RawMessage, lim Limits) ([]testCase, *Error) {
@@ -356,7 +357,7 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 	case hasErr:
 		m, ok := expErr.(map[string]any)
 		code, _ := m["code"].(string)
-		if !ok || len(m) != 1 || !errorCodeRE.MatchString(code) {
+		if !ok || len(m) != 1 || !errorCodeRE().MatchString(code) {
 			return testCase{}, errorf(CodeInvalidTest, `"expected_error" must be {"code": "<error code>"}, the code the call fails with`)
 		}
 		tc.expectErr = code

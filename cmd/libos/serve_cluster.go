@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,8 +49,8 @@ func addClusterFlags(c *cobra.Command, f *clusterFlags) {
 
 // labelKey and labelValue are the forms of the image's process_labels.
 var (
-	labelKey   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
-	labelValue = regexp.MustCompile(`^[A-Za-z0-9._/-]{0,63}$`)
+	labelKey   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`) })
+	labelValue = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._/-]{0,63}$`) })
 )
 
 // parseLabels reads k=v,... into a map; every key at most once.
@@ -57,8 +58,8 @@ func parseLabels(s string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, kv := range splitList(s) {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !labelKey.MatchString(k) || !labelValue.MatchString(v) {
-			return nil, usageErr("--serve-labels: %q is not key=value (key %s, value %s)", kv, labelKey, labelValue)
+		if !ok || !labelKey().MatchString(k) || !labelValue().MatchString(v) {
+			return nil, usageErr("--serve-labels: %q is not key=value (key %s, value %s)", kv, labelKey(), labelValue())
 		}
 		if _, dup := out[k]; dup {
 			return nil, usageErr("--serve-labels: key %q given twice", k)

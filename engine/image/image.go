@@ -65,7 +65,7 @@ const (
 )
 
 // ToolName is the form of every tool name.
-var ToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var ToolName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // Limits bound what one tool call may carry. In engine.Config the zero value of a field
 // means its default; in an image or engine.ProcessConfig it means "the kernel's limit",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -32,7 +33,7 @@ const (
 	maxSkillDescription = 1024
 )
 
-var skillNameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+var skillNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`) })
 
 // Skill is one SKILL.md document: YAML front matter (name, description,
 // allowed-tools) and the instructions that follow it.
@@ -123,7 +124,7 @@ func parseSkill(data []byte, at string, ps *problems) Skill {
 		case "name":
 			if n, ok := str(); ok {
 				s.Name = n
-				if len(n) > 64 || !skillNameRE.MatchString(n) {
+				if len(n) > 64 || !skillNameRE().MatchString(n) {
 					ps.add(path, "name %q must be lowercase letters, digits and single hyphens, at most 64 bytes", n)
 				}
 			}
@@ -149,7 +150,7 @@ func parseSkill(data []byte, at string, ps *problems) Skill {
 					switch {
 					case t == RunJITTool:
 						ps.add(path, "%s is not a process tool and must never appear in allowed-tools", RunJITTool)
-					case !ToolName.MatchString(t):
+					case !ToolName().MatchString(t):
 						ps.add(path, "%q is not a tool name", t)
 					case dup[t]:
 						ps.add(path, "%q is listed twice", t)
