@@ -41,14 +41,11 @@ type Access struct {
 // process pid's log, synced. It is an error to call it for a process the kernel does
 // not hold.
 func (k *Kernel) RecordAccess(ctx context.Context, pid string, a Access) error {
-	if err := k.enter(); err != nil {
-		return err
-	}
-	defer k.calls.Done()
-	p, err := k.process(pid)
+	p, err := k.enterProcess(pid)
 	if err != nil {
 		return err
 	}
+	defer k.calls.Done()
 	typ := EventClientRefused
 	if a.Granted {
 		typ = EventClientAuthorized

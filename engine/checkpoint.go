@@ -145,14 +145,11 @@ type snapBudget struct {
 // the current end of its event log. It returns the checkpoint ID (ckpt_ + 128 random
 // bits). The snapshot and a checkpoint_created event are one batch.
 func (k *Kernel) Checkpoint(ctx context.Context, pid string) (string, error) {
-	if err := k.enter(); err != nil {
-		return "", err
-	}
-	defer k.calls.Done()
-	p, err := k.process(pid)
+	p, err := k.enterProcess(pid)
 	if err != nil {
 		return "", err
 	}
+	defer k.calls.Done()
 	id := newID("ckpt_")
 	p.mu.RLock()
 	defer p.mu.RUnlock()

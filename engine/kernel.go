@@ -48,55 +48,44 @@ func checkLimits(l Limits, where string) error {
 }
 
 func withDefaults(l Limits) Limits {
-	if l.MaxArgumentBytes == 0 {
-		l.MaxArgumentBytes = DefaultMaxArgumentBytes
-	}
-	if l.MaxResultBytes == 0 {
-		l.MaxResultBytes = DefaultMaxResultBytes
-	}
-	if l.MaxDepth == 0 {
-		l.MaxDepth = DefaultMaxDepth
-	}
-	if l.MaxCallEvents == 0 {
-		l.MaxCallEvents = DefaultMaxCallEvents
-	}
-	if l.MaxCallEventBytes == 0 {
-		l.MaxCallEventBytes = DefaultMaxCallEventBytes
-	}
-	if l.MaxLogEvents == 0 {
-		l.MaxLogEvents = DefaultMaxLogEvents
-	}
-	if l.MaxLogBytes == 0 {
-		l.MaxLogBytes = DefaultMaxLogBytes
-	}
+	orDefault(&l.MaxArgumentBytes, DefaultMaxArgumentBytes)
+	orDefault(&l.MaxResultBytes, DefaultMaxResultBytes)
+	orDefault(&l.MaxDepth, DefaultMaxDepth)
+	orDefault(&l.MaxCallEvents, DefaultMaxCallEvents)
+	orDefault(&l.MaxCallEventBytes, DefaultMaxCallEventBytes)
+	orDefault(&l.MaxLogEvents, DefaultMaxLogEvents)
+	orDefault(&l.MaxLogBytes, DefaultMaxLogBytes)
 	return l
+}
+
+// orDefault sets *v to def when it is zero (not set).
+func orDefault[T int | int64](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
 }
 
 // tighten applies a process's limits p over the kernel's l.
 func tighten(l, p Limits) Limits {
-	pick := func(k, p int) int {
-		if p > 0 && p < k {
-			return p
-		}
-		return k
-	}
-	l.MaxArgumentBytes = pick(l.MaxArgumentBytes, p.MaxArgumentBytes)
-	l.MaxResultBytes = pick(l.MaxResultBytes, p.MaxResultBytes)
-	l.MaxDepth = pick(l.MaxDepth, p.MaxDepth)
+	l.MaxArgumentBytes = tighter(l.MaxArgumentBytes, p.MaxArgumentBytes)
+	l.MaxResultBytes = tighter(l.MaxResultBytes, p.MaxResultBytes)
+	l.MaxDepth = tighter(l.MaxDepth, p.MaxDepth)
 	if p.MaxCalls > 0 && (l.MaxCalls == 0 || p.MaxCalls < l.MaxCalls) {
 		l.MaxCalls = p.MaxCalls
 	}
-	pick64 := func(k, p int64) int64 {
-		if p > 0 && p < k {
-			return p
-		}
-		return k
-	}
-	l.MaxCallEvents = pick64(l.MaxCallEvents, p.MaxCallEvents)
-	l.MaxCallEventBytes = pick64(l.MaxCallEventBytes, p.MaxCallEventBytes)
-	l.MaxLogEvents = pick64(l.MaxLogEvents, p.MaxLogEvents)
-	l.MaxLogBytes = pick64(l.MaxLogBytes, p.MaxLogBytes)
+	l.MaxCallEvents = tighter(l.MaxCallEvents, p.MaxCallEvents)
+	l.MaxCallEventBytes = tighter(l.MaxCallEventBytes, p.MaxCallEventBytes)
+	l.MaxLogEvents = tighter(l.MaxLogEvents, p.MaxLogEvents)
+	l.MaxLogBytes = tighter(l.MaxLogBytes, p.MaxLogBytes)
 	return l
+}
+
+// tighter is p when it is set and below k, else k: a process only tightens a limit.
+func tighter[T int | int64](k, p T) T {
+	if p > 0 && p < k {
+		return p
+	}
+	return k
 }
 
 func adapterLimitsOf(l Limits) adapterLimits {
@@ -287,6 +276,21 @@ func (k *Kernel) enter() error {
 	return nil
 }
 
+// enterProcess is enter, then process(pid): the prologue of every operation on one
+// process. The call is in flight (the caller defers k.calls.Done()) only when it
+// returns no error.
+func (k *Kernel) enterProcess(pid string) (*process, error) {
+	if err := k.enter(); err != nil {
+		return nil, err
+	}
+	p, err := k.process(pid)
+	if err != nil {
+		k.calls.Done()
+		return nil, err
+	}
+	return p, nil
+}
+
 func (k *Kernel) process(pid string) (*process, error) {
 	k.mu.RLock()
 	p := k.procs[pid]
@@ -366,14 +370,11 @@ func (k *Kernel) notify(pid string) {
 // is free. A name already in the table (built-in or JIT) is a tool_conflict.
 // Subscribers of OnToolsChanged are told after the commit.
 func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist func(tx *store.Tx) error) error {
-	if err := k.enter(); err != nil {
-		return err
-	}
-	defer k.calls.Done()
-	p, err := k.process(pid)
+	p, err := k.enterProcess(pid)
 	if err != nil {
 		return err
 	}
+	defer k.calls.Done()
 	if t.Kind != KindJIT {
 		return toolErr(t.Name, "InstallTool installs JIT tools only (kind %q)", KindJIT)
 	}
@@ -417,14 +418,11 @@ func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist fu
 // RemoveTool removes JIT tool name from pid's tool table, atomically with persist and
 // a tools_changed event. Built-in tools cannot be removed.
 func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(tx *store.Tx) error) error {
-	if err := k.enter(); err != nil {
-		return err
-	}
-	defer k.calls.Done()
-	p, err := k.process(pid)
+	p, err := k.enterProcess(pid)
 	if err != nil {
 		return err
 	}
+	defer k.calls.Done()
 	data, _ := json.Marshal(map[string]any{"change": "removed", "tool": name, "kind": KindJIT})
 	p.mu.Lock()
 	e, ok := p.tools[name]
@@ -458,14 +456,11 @@ func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(
 // tool_not_allowed before it reaches tool_called. The change is recorded as a
 // tools_changed event and kept in the process record.
 func (k *Kernel) SetToolGate(ctx context.Context, pid string, allowed []string) error {
-	if err := k.enter(); err != nil {
-		return err
-	}
-	defer k.calls.Done()
-	p, err := k.process(pid)
+	p, err := k.enterProcess(pid)
 	if err != nil {
 		return err
 	}
+	defer k.calls.Done()
 	var set map[string]bool
 	if allowed != nil {
 		set = map[string]bool{}

@@ -76,14 +76,11 @@ const (
 // Anthropic, MCP, plain). Errors are *Error values; which events exist after each
 // kind of failure is part of the contract (see the package documentation).
 func (k *Kernel) HandleFrame(ctx context.Context, pid string, frame []byte) (*Result, error) {
-	if err := k.enter(); err != nil {
-		return nil, err
-	}
-	defer k.calls.Done()
-	p, err := k.process(pid)
+	p, err := k.enterProcess(pid)
 	if err != nil {
 		return nil, err
 	}
+	defer k.calls.Done()
 	ctx = withCallQuota(ctx, p.limits)
 	n, err := normalizeFrame(frame, adapterLimitsOf(p.limits))
 	if err != nil {
@@ -122,14 +119,11 @@ func (h *HostTools) CallTool(ctx context.Context, pid, tool string, args json.Ra
 
 func (h *HostTools) call(ctx context.Context, pid, name string, args json.RawMessage, depth int) (*Result, error) {
 	k := h.k
-	if err := k.enter(); err != nil {
-		return nil, err
-	}
-	defer k.calls.Done()
-	p, err := k.process(pid)
+	p, err := k.enterProcess(pid)
 	if err != nil {
 		return nil, err
 	}
+	defer k.calls.Done()
 	ctx = withCallQuota(ctx, p.limits)
 	v, err := hostArgs(args, p.limits)
 	if err != nil {

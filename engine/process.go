@@ -338,23 +338,15 @@ func (k *Kernel) Release(pid string) {
 	k.mu.Unlock()
 }
 
-// live returns p for an operator change, refusing a killed or unknown one.
-func (k *Kernel) live(pid string) (*process, error) {
-	return k.process(pid)
-}
-
 // change applies an operator change to p under its lock: mutate changes the
 // in-memory state (and may refuse), the record and the event are written in one
 // batch, and undo restores the state when the batch fails.
 func (k *Kernel) change(ctx context.Context, pid, what, typ string, data map[string]any, mutate func(p *process) (undo func(), err error)) error {
-	if err := k.enter(); err != nil {
-		return err
-	}
-	defer k.calls.Done()
-	p, err := k.live(pid)
+	p, err := k.enterProcess(pid)
 	if err != nil {
 		return err
 	}
+	defer k.calls.Done()
 	if data == nil {
 		data = map[string]any{}
 	}
@@ -482,14 +474,11 @@ func (k *Kernel) setState(ctx context.Context, pid, state, typ string) error {
 // returns nil no approval of pid is left pending, and when the batch cannot be
 // written Kill returns the error and the process runs on, unchanged.
 func (k *Kernel) Kill(ctx context.Context, pid string) error {
-	if err := k.enter(); err != nil {
-		return err
-	}
-	defer k.calls.Done()
-	p, err := k.live(pid)
+	p, err := k.enterProcess(pid)
 	if err != nil {
 		return err
 	}
+	defer k.calls.Done()
 	raw, _ := json.Marshal(map[string]any{"state": StateKilled, "by": "operator"})
 	var denied []string
 	p.mu.Lock()

@@ -57,13 +57,9 @@ func DeactivateSkill() engine.Tool {
 }
 
 func deactivateSkill(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-	obj, err := decodeArgs(call, []string{"name"})
+	name, err := skillName(call)
 	if err != nil {
 		return nil, err
-	}
-	name, ok := obj["name"].(string)
-	if !ok {
-		return nil, errorf(CodeInvalidRequest, `"name" must be a string`)
 	}
 	active, err := call.DeactivateSkill(ctx, name)
 	if err != nil {
@@ -72,14 +68,23 @@ func deactivateSkill(ctx context.Context, call *engine.Call) (json.RawMessage, e
 	return json.Marshal(map[string]any{"name": name, "active_skills": active})
 }
 
-func activateSkill(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
+// skillName reads the one argument activate_skill and deactivate_skill take.
+func skillName(call *engine.Call) (string, error) {
 	obj, err := decodeArgs(call, []string{"name"})
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	name, ok := obj["name"].(string)
 	if !ok {
-		return nil, errorf(CodeInvalidRequest, `"name" must be a string`)
+		return "", errorf(CodeInvalidRequest, `"name" must be a string`)
+	}
+	return name, nil
+}
+
+func activateSkill(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
+	name, err := skillName(call)
+	if err != nil {
+		return nil, err
 	}
 	act, err := call.ActivateSkill(ctx, name)
 	if err != nil {

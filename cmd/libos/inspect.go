@@ -40,6 +40,12 @@ func withSystem(ctx context.Context, e *env, mode access, fn func(*system) error
 	if err != nil {
 		return err
 	}
+	return runClosing(sys, fn)
+}
+
+// runClosing runs fn on sys and closes it; a failed close is the error when fn
+// succeeded.
+func runClosing(sys *system, fn func(*system) error) (err error) {
 	defer func() {
 		if cerr := sys.Close(); cerr != nil && err == nil {
 			err = usageErr("%v", cerr)
@@ -241,12 +247,7 @@ func withScratch(ctx context.Context, e *env, fn func(*system) error) (err error
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := sys.Close(); cerr != nil && err == nil {
-			err = usageErr("%v", cerr)
-		}
-	}()
-	return fn(sys)
+	return runClosing(sys, fn)
 }
 
 func newSyscallsCmd(e *env) *cobra.Command {
@@ -264,29 +265,23 @@ This is operator documentation: a model has no way to list routes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			routes := syscalls.Routes()
-			if asJSON {
-				type route struct {
-					Name         string          `json:"name"`
-					Doc          string          `json:"doc"`
-					Capability   string          `json:"capability"`
-					Approval     string          `json:"approval"`
-					Effect       string          `json:"effect"`
-					Provider     string          `json:"provider"`
-					ArgsSchema   json.RawMessage `json:"args_schema"`
-					ResultSchema json.RawMessage `json:"result_schema"`
-				}
-				out := make([]route, 0, len(routes))
-				for _, r := range routes {
-					out = append(out, route{r.Name, r.Doc, string(r.Capability), string(r.Approval), string(r.Effect), r.Provider, r.ArgsSchema, r.ResultSchema})
-				}
-				return writeJSON(e.stdout, out)
+			type route struct {
+				Name         string          `json:"name"`
+				Doc          string          `json:"doc"`
+				Capability   string          `json:"capability"`
+				Approval     string          `json:"approval"`
+				Effect       string          `json:"effect"`
+				Provider     string          `json:"provider"`
+				ArgsSchema   json.RawMessage `json:"args_schema"`
+				ResultSchema json.RawMessage `json:"result_schema"`
 			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ROUTE\tCAPABILITY\tAPPROVAL\tEFFECT\tPROVIDER\tDOC")
+			out := make([]route, 0, len(routes))
 			for _, r := range routes {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Capability, r.Approval, r.Effect, r.Provider, r.Doc)
+				out = append(out, route{r.Name, r.Doc, string(r.Capability), string(r.Approval), string(r.Effect), r.Provider, r.ArgsSchema, r.ResultSchema})
 			}
-			return tw.Flush()
+			return printTable(e.stdout, out, asJSON, "ROUTE\tCAPABILITY\tAPPROVAL\tEFFECT\tPROVIDER\tDOC", func(w io.Writer, r route) {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Capability, r.Approval, r.Effect, r.Provider, r.Doc)
+			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON with the argument and result schemas")
@@ -355,23 +350,17 @@ process: the holder of its lease in the cluster ("-" when no host holds it now).
 				}
 				rows = append(rows, r)
 			}
-			if asJSON {
-				return writeJSON(e.stdout, rows)
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			header := "PID\tSTATE\tIMAGE\tPROJECTION\tCREATED\tCAPABILITIES"
 			if natsURL != "" {
-				fmt.Fprintln(tw, "PID\tHOST\tSTATE\tIMAGE\tPROJECTION\tCREATED\tCAPABILITIES")
-			} else {
-				fmt.Fprintln(tw, "PID\tSTATE\tIMAGE\tPROJECTION\tCREATED\tCAPABILITIES")
+				header = "PID\tHOST\tSTATE\tIMAGE\tPROJECTION\tCREATED\tCAPABILITIES"
 			}
-			for _, r := range rows {
+			return printTable(e.stdout, rows, asJSON, header, func(w io.Writer, r row) {
 				host := ""
 				if natsURL != "" {
 					host = r.Host + "\t"
 				}
-				fmt.Fprintf(tw, "%s\t%s%s\t%s@%s\t%s\t%s\t%s\n", r.PID, host, r.State, r.Image, r.ImageVersion, r.Projection, r.Created.Format(time.RFC3339), strings.Join(r.Capabilities, ","))
-			}
-			return tw.Flush()
+				fmt.Fprintf(w, "%s\t%s%s\t%s@%s\t%s\t%s\t%s\n", r.PID, host, r.State, r.Image, r.ImageVersion, r.Projection, r.Created.Format(time.RFC3339), strings.Join(r.Capabilities, ","))
+			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -533,33 +522,21 @@ record, and validate_jit_tool and register_jit_tool refuse it from then on
 				if err := e.knownProcess(cmd.Context(), pid); err != nil {
 					return err
 				}
-				var cands []store.Candidate
-				if err := e.op(cmd.Context(), opRequest{Op: "candidates", PID: pid}, &cands); err != nil {
-					return err
-				}
-				if asJSON {
-					if cands == nil {
-						cands = []store.Candidate{}
-					}
-					return writeJSON(e.stdout, cands)
-				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CANDIDATE\tNAME\tSTATE\tVALIDATIONS\tCREATED")
-				for _, c := range cands {
-					var vs []string
-					for _, v := range c.Validations {
-						if v.OK {
-							vs = append(vs, "ok")
-						} else {
-							vs = append(vs, "rejected")
+				return opTable(cmd.Context(), e, opRequest{Op: "candidates", PID: pid}, asJSON,
+					"CANDIDATE\tNAME\tSTATE\tVALIDATIONS\tCREATED", func(w io.Writer, c store.Candidate) {
+						var vs []string
+						for _, v := range c.Validations {
+							if v.OK {
+								vs = append(vs, "ok")
+							} else {
+								vs = append(vs, "rejected")
+							}
 						}
-					}
-					if len(vs) == 0 {
-						vs = []string{"-"}
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, c.State, strings.Join(vs, ","), c.Created.UTC().Format(time.RFC3339))
-				}
-				return tw.Flush()
+						if len(vs) == 0 {
+							vs = []string{"-"}
+						}
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, c.State, strings.Join(vs, ","), c.Created.UTC().Format(time.RFC3339))
+					})
 			}
 		},
 	}

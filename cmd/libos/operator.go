@@ -504,13 +504,19 @@ func opTable[T any](ctx context.Context, e *env, r opRequest, asJSON bool, heade
 	if err := e.op(ctx, r, &list); err != nil {
 		return err
 	}
+	return printTable(e.stdout, list, asJSON, header, row)
+}
+
+// printTable prints list, every listing's one format: a JSON array with asJSON (an
+// empty list is [], never null), else a table under header, one row a line.
+func printTable[T any](w io.Writer, list []T, asJSON bool, header string, row func(io.Writer, T)) error {
 	if list == nil {
 		list = []T{}
 	}
 	if asJSON {
-		return writeJSON(e.stdout, list)
+		return writeJSON(w, list)
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, header)
 	for _, v := range list {
 		row(tw, v)
