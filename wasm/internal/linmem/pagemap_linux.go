@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"os"
 	"sync"
+	"syscall"
+	"unsafe"
 )
 
 // The page map (/proc/self/pagemap, proc(5)) gives one 64-bit entry per virtual page of
@@ -19,7 +21,12 @@ var pageMap struct {
 // false when the page map cannot be read.
 func readPageMap(addr uintptr, out []byte) bool {
 	pageMap.once.Do(func() {
-		pageMap.f, _ = os.Open("/proc/self/pagemap")
+		f, err := os.Open("/proc/self/pagemap")
+		if err == nil && !pageMapWorks(f) {
+			f.Close()
+			f = nil
+		}
+		pageMap.f = f
 	})
 	if pageMap.f == nil {
 		return false
@@ -30,4 +37,21 @@ func readPageMap(addr uintptr, out []byte) bool {
 
 func pageBacked(entry []byte) bool {
 	return binary.LittleEndian.Uint64(entry)&(1<<63|1<<62) != 0
+}
+
+// pageMapWorks checks once that the page map tells touched pages from untouched ones
+// here (a kernel without it, or a sandbox that reports every page absent, would make
+// ZeroTouched skip pages that hold data): a page of a fresh mapping must read as
+// neither present nor swapped, and as present once written.
+func pageMapWorks(f *os.File) bool {
+	mem, err := syscall.Mmap(-1, 0, 2*pageSize, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return false
+	}
+	defer syscall.Munmap(mem)
+	mem[pageSize] = 1
+	var e [16]byte
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	n, err := f.ReadAt(e[:], int64(addr/uintptr(pageSize))*8)
+	return err == nil && n == len(e) && !pageBacked(e[:8]) && pageBacked(e[8:])
 }
