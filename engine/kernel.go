@@ -392,15 +392,7 @@ func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist fu
 		}
 		return e
 	}
-	err = k.st.Update(ctx, func(tx *store.Tx) error {
-		if persist != nil {
-			if err := persist(tx); err != nil {
-				return err
-			}
-		}
-		_, err := tx.Append(pid, EventToolsChanged, data)
-		return err
-	})
+	err = k.writeToolChange(ctx, pid, persist, data)
 	if err == nil {
 		p.tools[t.Name] = e
 	}
@@ -413,6 +405,20 @@ func (k *Kernel) InstallTool(ctx context.Context, pid string, t Tool, persist fu
 	}
 	k.notify(pid)
 	return nil
+}
+
+// writeToolChange writes persist (may be nil) and a tools_changed event with data in
+// one batch: the change to a tool table and its durable reason commit together.
+func (k *Kernel) writeToolChange(ctx context.Context, pid string, persist func(tx *store.Tx) error, data []byte) error {
+	return k.st.Update(ctx, func(tx *store.Tx) error {
+		if persist != nil {
+			if err := persist(tx); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Append(pid, EventToolsChanged, data)
+		return err
+	})
 }
 
 // RemoveTool removes JIT tool name from pid's tool table, atomically with persist and
@@ -430,15 +436,7 @@ func (k *Kernel) RemoveTool(ctx context.Context, pid, name string, persist func(
 		p.mu.Unlock()
 		return &Error{Layer: layer, Code: CodeToolConflict, Message: fmt.Sprintf("process %s has no JIT tool named %q", pid, name)}
 	}
-	err = k.st.Update(ctx, func(tx *store.Tx) error {
-		if persist != nil {
-			if err := persist(tx); err != nil {
-				return err
-			}
-		}
-		_, err := tx.Append(pid, EventToolsChanged, data)
-		return err
-	})
+	err = k.writeToolChange(ctx, pid, persist, data)
 	if err == nil {
 		delete(p.tools, name)
 	}

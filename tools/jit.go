@@ -323,13 +323,20 @@ func settled(c store.Candidate) string {
 		c.ID, c.State, last.Finished.UTC().Format(time.RFC3339Nano), last.OK, len(errs))
 }
 
-// validate is validate_jit_tool.
-func (j *JIT) validate(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
+// candidateOfCall reads the candidate_id argument of validate_jit_tool and
+// register_jit_tool and loads that candidate of the calling process.
+func (j *JIT) candidateOfCall(call *engine.Call) (string, store.Candidate, error) {
 	id, err := candidateArg(call)
 	if err != nil {
-		return nil, err
+		return "", store.Candidate{}, err
 	}
 	c, err := j.candidate(j.st, call.PID, id)
+	return id, c, err
+}
+
+// validate is validate_jit_tool.
+func (j *JIT) validate(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
+	id, c, err := j.candidateOfCall(call)
 	if err != nil {
 		return nil, err
 	}
@@ -450,11 +457,7 @@ func ReportOf(a store.ValidationAttempt) (Report, error) {
 
 // register is register_jit_tool.
 func (j *JIT) register(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-	id, err := candidateArg(call)
-	if err != nil {
-		return nil, err
-	}
-	c, err := j.candidate(j.st, call.PID, id)
+	id, c, err := j.candidateOfCall(call)
 	if err != nil {
 		return nil, err
 	}
