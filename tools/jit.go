@@ -556,13 +556,7 @@ func summary(r Report) string {
 func (j *JIT) tool(c store.Candidate, b store.Binding) (engine.Tool, error) {
 	prog, diags := jsbundle.Compile(c.SourceCode, jsbundle.Options{MaxSourceBytes: j.limits.MaxSourceBytes})
 	if prog == nil {
-		msg := "the source no longer compiles"
-		for _, d := range diags {
-			if d.Severity == jsbundle.SeverityError {
-				msg += fmt.Sprintf(": %s at %d:%d: %s", d.Code, d.Line, d.Column, d.Message)
-				break
-			}
-		}
+		msg := compileFailure("the source no longer compiles", diags)
 		return engine.Tool{}, &Error{Layer: layer, Code: CodeToolFailed, Err: &CandidateRef{ID: c.ID}, Message: liberr.Clip(msg, MaxMessageBytes)}
 	}
 	return engine.Tool{

@@ -210,13 +210,7 @@ func (rp *replayer) program(c *storedCall) (*compiled, error) {
 	rp.progs[k] = p
 	prog, diags := jsbundle.Compile(source, jsbundle.Options{})
 	if prog == nil {
-		msg := "the code no longer compiles"
-		for _, d := range diags {
-			if d.Severity == jsbundle.SeverityError {
-				msg += fmt.Sprintf(": %s at %d:%d: %s", d.Code, d.Line, d.Column, d.Message)
-				break
-			}
-		}
+		msg := compileFailure("the code no longer compiles", diags)
 		p.err = errorf(CodeNotReplayable, "%s", liberr.Clip(msg, MaxMessageBytes))
 		return p, p.err
 	}
@@ -383,4 +377,15 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// compileFailure is what, then the first error among a failed compilation's
+// diagnostics: how a stored program that no longer compiles is reported.
+func compileFailure(what string, diags []jsbundle.Diagnostic) string {
+	for _, d := range diags {
+		if d.Severity == jsbundle.SeverityError {
+			return what + fmt.Sprintf(": %s at %d:%d: %s", d.Code, d.Line, d.Column, d.Message)
+		}
+	}
+	return what
 }
