@@ -48,6 +48,18 @@ func TestGoodImages(t *testing.T) {
 		t.Fatalf("authoring.json = %+v", auth)
 	}
 
+	// The per-route slots: approvals.routes, limits.syscall_budgets and
+	// limits.syscall_sizes are the approval, budget and size slots of the image's policy.
+	slots := loadImage(t, "route-slots.yaml")
+	pol := slots.Policy()
+	if pol.RouteSizes["kv.put"].MaxArgsBytes != 4096 || pol.RouteSizes["kv"].MaxResultBytes != 16384 ||
+		pol.RouteBudgets["kv.put"] != 20 || pol.RouteApprovals["kv.put"] != syscalls.ApprovalOperator {
+		t.Fatalf("route-slots.yaml policy = %+v", pol)
+	}
+	if _, probs := syscalls.CompilePolicy(pol); probs != nil {
+		t.Fatalf("route-slots.yaml: %+v", probs)
+	}
+
 	// "A default image is embedded in the binary": clock:now, kv:read, kv:write,
 	// tools:call; echo, the JIT tools and the Skill tool; the project's two Skills.
 	def, err := tools.DefaultImage()
@@ -81,6 +93,11 @@ func TestBadImages(t *testing.T) {
 			"/capabilities/1: no syscall route requires capability \"fs:write\"", "/limits/max_calls: minimum",
 			"/limits/max_depth: want integer", "/limits/syscall_budgets/shell: is not", "/approvals/routes/kv.put: must be one of",
 			"/approvals/routes/shell.exec: is not a route", "/approvals/tools/register_jit_tool: not among the image's tools", "/approvals/jit_tools: must be one of"}},
+		{"bad-slots.yaml", "the route policy slots: every problem at once, at its place", []string{
+			"/limits/syscall_budgets/fs: is not", "/limits/syscall_sizes/clock.now: covers no route that reads the size slot",
+			"/limits/syscall_sizes/kv.put: minProperties", "/limits/syscall_sizes/kv.get/max_result_bytes: minimum",
+			"/limits/syscall_sizes/shell: is not", "/limits/syscall_sizes/kv: additional properties 'max_value_bytes'",
+			"/approvals/routes/external: is not a route"}},
 		{"bad-format.yaml", "a versioned manifest: another format version is refused", []string{"/format: libos.image/v1"}},
 		{"bad-missing-required.yaml", "format, name, version and tools are required", []string{": missing properties 'format', 'name', 'version', 'tools'"}},
 		{"bad-yaml.yaml", "a duplicate YAML key is refused", []string{"/name: appears twice"}},
@@ -172,5 +189,25 @@ func TestSpawnImage(t *testing.T) {
 	img.Tools = append(img.Tools, "shell")
 	if _, err := w.k.SpawnImage(context.Background(), img); !errors.Is(err, engine.ErrInvalidImage) || !strings.Contains(err.Error(), `no built-in tool "shell"`) {
 		t.Fatalf("image with an unknown built-in: %v", err)
+	}
+
+	// An image made in Go gets the same checks of its route policy slots as a
+	// manifest: every problem at once, at its place, typed invalid_image.
+	img = loadImage(t, "echo.yaml")
+	img.Approvals.Routes = map[string]syscalls.ApprovalClass{"kv.put": "always"}
+	img.Limits.SyscallBudgets = map[string]int64{"kv": -1}
+	img.Limits.SyscallSizes = map[string]syscalls.SizeBound{"clock.now": {MaxArgsBytes: 8}, "kv.get": {}}
+	_, err = w.k.SpawnImage(context.Background(), img)
+	var e *engine.Error
+	if !errors.Is(err, engine.ErrInvalidImage) || !errors.As(err, &e) {
+		t.Fatalf("image with bad route slots: %v", err)
+	}
+	var at []string
+	for _, d := range e.Details {
+		at = append(at, d.Path)
+	}
+	slices.Sort(at)
+	if want := []string{"/approvals/routes/kv.put", "/limits/syscall_budgets/kv", "/limits/syscall_sizes/clock.now", "/limits/syscall_sizes/kv.get"}; !slices.Equal(at, want) {
+		t.Fatalf("problems at %v, want %v: %v", at, want, e.Details)
 	}
 }

@@ -85,7 +85,7 @@ func (k *Kernel) newProcess(pid string, img *image.Image, caps []string) (*proce
 	if err := checkLimits(img.Limits.Limits, "spawn"); err != nil {
 		return nil, err
 	}
-	policy, probs := syscalls.CompilePolicy(img.PolicySpec)
+	policy, probs := syscalls.CompilePolicy(img.Policy())
 	if probs != nil {
 		return nil, errorf(CodeInvalidConfig, "spawn: %s: %s", probs[0].At, probs[0].Message)
 	}
@@ -685,7 +685,7 @@ func (k *Kernel) checkImage(img *image.Image) error {
 		}
 	}
 	// An image made in Go gets the same policy checks as a manifest.
-	_, probs := syscalls.CompilePolicy(img.PolicySpec)
+	_, probs := syscalls.CompilePolicy(img.Policy())
 	for _, p := range probs {
 		ps.Add(p.At, "%s", p.Message)
 	}

@@ -6,14 +6,13 @@ import (
 
 // authority is the part of a call's syscall authority that the process fixes: its
 // live capability set (a revocation stops the next syscall, even of a call already
-// running), the image's route approval policy, syscall budgets, journal bounds and
-// route policy. The router only reads the maps, so every call shares them.
+// running), its journal bounds and the image's route policy, compiled once per process
+// with every slot (approvals, budgets, size bounds, egress, labels, data flow). The
+// router only reads them, so every call shares them.
 func (p *process) authority() syscalls.Caller {
 	return syscalls.Caller{
 		PID:          p.pid,
 		Capabilities: p.caps,
-		Approvals:    p.img.RouteApprovals(),
-		Budgets:      p.img.Limits.SyscallBudgets,
 		Journal:      p.img.Limits.Journal,
 		Policy:       p.policy,
 	}

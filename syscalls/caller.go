@@ -29,16 +29,6 @@ type Caller struct {
 	Capabilities CapabilitySet
 	// Approver decides calls whose approval class is operator. Nil denies them.
 	Approver Approver
-	// Approvals raises routes to a stricter approval class than the table declares
-	// (route name → ApprovalOperator). It can never lower a route's class, and any
-	// value but ApprovalNone counts as ApprovalOperator.
-	Approvals map[string]ApprovalClass
-	// Budgets are the process's durable syscall budgets: name → the most calls ever
-	// allowed. The name is BudgetAll ("syscalls", every routed call), an area ("kv",
-	// every kv.* call) or a route name ("kv.put"). A call is charged against every
-	// budget that applies before its provider runs; a denied call is not charged. A
-	// negative limit allows no call.
-	Budgets map[string]int64
 	// Tools runs tools.call. Nil makes tools.call fail with provider_failed.
 	Tools ToolCaller
 	// Depth is how many tools.call frames are above this tool call: 0 for a tool the
@@ -51,8 +41,14 @@ type Caller struct {
 	// settlement, because the store's log is replayed as a prefix after a crash. False:
 	// each syscall's writes are synced before Syscall returns.
 	Deferred bool
-	// Policy is the image's route policy: egress, secrets, labels and data-flow rules.
-	// Nil is the zero policy: every fetch is refused and nothing is labelled.
+	// Policy is the image's route policy, one typed slot per part (PolicySlot): the
+	// routes it raises to operator approval, its durable syscall budgets, its size
+	// bounds, egress, secrets, labels and data-flow rules. Nil is the zero policy:
+	// nothing raised, no budget or bound, every fetch refused, nothing labelled.
+	//
+	// Budgets: a call is charged against every budget that applies (BudgetAll, its
+	// area, the route) before its provider runs, durably in the store ("syscalls",
+	// "syscalls:kv", "syscalls:kv.put"); a denied call is not charged.
 	Policy *Policy
 }
 

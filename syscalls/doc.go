@@ -2,8 +2,9 @@
 //
 // It owns the declarative route table (name, argument and result JSON Schemas,
 // required capability, approval class, side-effect class, provider, doc line), the
-// router that enforces route lookup → capability → approval → argument validation →
-// budget → provider → result validation → audit, the providers (clock, kv, tools), and
+// router that enforces route lookup → capability → argument size → approval →
+// argument validation → policy → data flow → budget → provider → result validation →
+// result size → audit, the providers (clock, kv, tools), and
 // the tape player that replaces every provider during validation.
 //
 // It must not dispatch model tool calls: tools.call reaches the engine only through
@@ -31,18 +32,17 @@
 // # Production: Router
 //
 //	r, err := syscalls.NewRouter(syscalls.RouterConfig{Store: st})
+//	pol, problems := syscalls.CompilePolicy(img.Policy()) // once per process
 //	res, err := sandbox.Run(ctx, program, args, r.For(syscalls.Caller{
 //		PID: pid, Tool: name, Capabilities: caps, Approver: approver,
-//		Budgets: limits, Tools: kernel, Depth: depth,
+//		Policy: pol, Tools: kernel, Depth: depth,
 //	}), opts)
 //
 // The engine builds a Caller per tool call: the process's live CapabilitySet (CapSet is
 // one the operator can change while calls run), its Approver (AutoApprove and AutoDeny
 // are the policies; an operator-backed one blocks until a decision or ctx's end), the
-// routes it raises to operator approval, its budgets (BudgetAll, an area such as "kv",
-// or a route name, each a maximum number of calls, counted durably in the store as
-// "syscalls", "syscalls:kv", "syscalls:kv.put"), the ToolCaller that runs tools.call
-// through its full pipeline, and the current tools.call depth.
+// image's compiled route policy (every slot, below), the ToolCaller that runs
+// tools.call through its full pipeline, and the current tools.call depth.
 //
 // Data: arguments come from the guest as JSON text and are decoded strictly (duplicate
 // keys, invalid UTF-8 and excessive nesting are argument_invalid; numbers keep their
@@ -74,13 +74,33 @@
 //
 // # Route policy
 //
-// A route declares the typed slots of the image's policy it reads (PolicySlot: net,
-// secrets, labels, data_flow) and up to two stages that read them, both after the
-// arguments are checked and before any budget is charged: "policy" (net.fetch: the URL
-// parses strictly, its host, method and size are granted, every secret placeholder may
-// go there) and "data_flow" (the call's labels may reach this sink). The engine
-// compiles an image's PolicySpec once per process (CompilePolicy, every problem at
-// once) and hands it down as Caller.Policy; nil refuses every fetch.
+// A route declares the typed slots of the image's policy it reads (PolicySlot), and
+// CompilePolicy gives it no other: an image that fills a slot for a route that does not
+// read it is refused. Each slot is one field of PolicySpec and one place in the image
+// manifest (PolicySlot.Field); `libos syscalls` shows each route's slots and `libos
+// images` what an image sets in them.
+//
+//   - approval (approvals.routes): raises a route, an area or a side-effect class (read,
+//     write) to operator approval; it never lowers the table's class. Every route.
+//   - budget (limits.syscall_budgets): the most calls ever, by BudgetAll ("syscalls"),
+//     an area ("kv") or a route, charged before the provider runs and counted durably
+//     in the store as "syscalls", "syscalls:kv", "syscalls:kv.put". Every route.
+//   - size (limits.syscall_sizes): bounds in bytes on a route's arguments (as the code
+//     sent them, stage args_size, before anyone is asked to approve them) and on its
+//     result (as the provider returned it, stage result_size: the result is withheld
+//     and the call's staged writes are not applied), by BudgetAll, an area or a route;
+//     the tightest applies. Over a bound the call fails with limit_exceeded. Every
+//     route but clock.now, whose arguments and result are small and fixed in shape.
+//   - net, secrets, labels, data_flow: read by the route's own stages, both after the
+//     arguments are checked and before any budget is charged: "policy" (net.fetch: the
+//     URL parses strictly, its host, method and size are granted, every secret
+//     placeholder may go there) and "data_flow" (the call's labels may reach this
+//     sink).
+//
+// The engine compiles an image's whole policy once per process (CompilePolicy of
+// image.Policy(), every problem at once, each at its JSON pointer in the manifest) and
+// hands it down as Caller.Policy; nil raises nothing, bounds nothing and refuses every
+// fetch.
 //
 // net.fetch resolves the host once, keeps only public addresses and the non-public
 // ones the image names exactly, and connects to one of those very addresses (no
@@ -120,7 +140,9 @@
 // and result to the route's schemas, its error code to RouteErrorCodes) and refuses
 // any other with tape_invalid whose Details name the field ("/1/result").
 //
-// An ok:false entry rejects with its error verbatim: {code, message} as given; a string
-// is the message, and also the code when it looks like one ("capability_denied"),
-// provider_failed otherwise.
+// An ok:false entry rejects with its error verbatim: {code, layer, message} as given,
+// which the guest reads as "layer: message" (the message alone without a layer); a
+// string is the message, and also the code when it looks like one
+// ("capability_denied"), provider_failed otherwise. An exported tape carries the
+// layer as a field; one exported before it did holds the whole text in its message.
 package syscalls

@@ -63,7 +63,7 @@ func TestDeferredCallerIsDurableWithTheSettlement(t *testing.T) {
 			st, mem := crashable(t)
 			r, _ := newRouter(t, RouterConfig{Store: st})
 			c := Caller{PID: "p", Tool: "t", Capabilities: NewCapSet(CapKVWrite, CapKVRead),
-				Budgets: map[string]int64{"kv": 10}, Deferred: deferred}
+				Policy: mustPolicy(t, PolicySpec{RouteBudgets: map[string]int64{"kv": 10}}), Deferred: deferred}
 			if _, err := r.For(c).Syscall(context.Background(), "kv.put", json.RawMessage(`{"key":"k","value":1}`)); err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestExternalProviderRunsAfterASync(t *testing.T) {
 				return json.RawMessage(`{}`), nil
 			}}
 			rt := declare("test.effect", "An effect outside the store.", writes(CapKVWrite, ApprovalNone),
-				`{"type":"object","additionalProperties":false}`, `{"type":"object"}`, effect)
+				`{"type":"object","additionalProperties":false}`, `{"type":"object"}`, effect).governedBy(nil, nil, SlotBudget)
 			var err error
 			if rt.argsSchema, err = compileSchema("test/args", rt.args); err != nil {
 				t.Fatal(err)
@@ -129,8 +129,11 @@ func TestExternalProviderRunsAfterASync(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := Caller{PID: "p", Tool: "t", Capabilities: NewCapSet(CapKVWrite),
-				Budgets: map[string]int64{BudgetAll: 5}, Deferred: true}
+			pol, probs := compilePolicy(PolicySpec{RouteBudgets: map[string]int64{BudgetAll: 5}}, r.routes, nil)
+			if probs != nil {
+				t.Fatal(probs)
+			}
+			c := Caller{PID: "p", Tool: "t", Capabilities: NewCapSet(CapKVWrite), Policy: pol, Deferred: true}
 			if _, err := r.For(c).Syscall(context.Background(), "test.effect", json.RawMessage(`{}`)); err != nil {
 				t.Fatal(err)
 			}

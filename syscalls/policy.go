@@ -13,13 +13,27 @@ import (
 )
 
 // PolicySlot names one typed part of an image's route policy. A route declares the
-// slots it reads in the table (declare(...).reads(SlotNet)), so docs, `libos images` and
-// the table test know which image field governs which route, and a provider can only
-// be handed the policy its route declared.
+// slots it reads in the table (declare(...).governedBy(..., SlotNet)), so docs,
+// `libos syscalls`, `libos images` and the table test know which image field governs
+// which route; CompilePolicy gives a route only the slots it declares, and refuses an
+// image that fills a slot for a route that does not read it.
 type PolicySlot string
 
-// The slots. Each is one field of PolicySpec, named as in the image manifest.
+// The slots. Each is one field of PolicySpec; Field says where the image manifest
+// holds it.
 const (
+	// SlotApproval raises a route to operator approval (approvals.routes): by route,
+	// area ("kv") or side-effect class ("read", "write"). It can only raise: the
+	// table's own operator class always stands.
+	SlotApproval PolicySlot = "approval"
+	// SlotBudget is the most calls of a route the process may ever make
+	// (limits.syscall_budgets): by route, area, or BudgetAll for every route.
+	SlotBudget PolicySlot = "budget"
+	// SlotSize bounds the bytes of a route's arguments (as the code sent them) and of
+	// its result (limits.syscall_sizes): by route, area, or BudgetAll for every route
+	// that reads it; the tightest bound that applies wins. Over it the call fails with
+	// limit_exceeded, audited at stage args_size or result_size.
+	SlotSize PolicySlot = "size"
 	// SlotNet is the egress allow-list: hosts, methods, sizes, time, redirects and the
 	// exact non-public addresses a fetch may reach.
 	SlotNet PolicySlot = "net"
@@ -32,20 +46,70 @@ const (
 	SlotDataFlow PolicySlot = "data_flow"
 )
 
-// PolicySpec is the route policy as an image writes it (its fields are top-level
-// fields of the manifest). The zero value grants no egress, no secret, no label and no
-// rule: every fetch is refused. CompilePolicy checks it, every problem at once.
+// slotFields are where each slot lives in the image manifest, as a JSON pointer.
+var slotFields = map[PolicySlot]string{
+	SlotApproval: "/approvals/routes",
+	SlotBudget:   "/limits/syscall_budgets",
+	SlotSize:     "/limits/syscall_sizes",
+	SlotNet:      "/net",
+	SlotSecrets:  "/secrets",
+	SlotLabels:   "/labels",
+	SlotDataFlow: "/data_flow",
+}
+
+// Slots lists every slot, in the order docs show them.
+func Slots() []PolicySlot {
+	return []PolicySlot{SlotApproval, SlotBudget, SlotSize, SlotNet, SlotSecrets, SlotLabels, SlotDataFlow}
+}
+
+// Field is where the image manifest holds the slot, as a JSON pointer
+// ("/limits/syscall_sizes").
+func (s PolicySlot) Field() string { return slotFields[s] }
+
+// FieldName is Field as a reader of the manifest names it: "limits.syscall_sizes".
+func (s PolicySlot) FieldName() string {
+	return strings.ReplaceAll(strings.TrimPrefix(slotFields[s], "/"), "/", ".")
+}
+
+// PolicySpec is the route policy as an image writes it, one field per slot (its slot
+// tag). Net, Secrets, Labels, DataFlow and ExternalTools are top-level fields of the
+// manifest; the per-route maps (RouteApprovals, RouteBudgets, RouteSizes) are nested
+// elsewhere in it (PolicySlot.Field), so they are no part of this type's JSON: the
+// image fills them from their own fields. The zero value grants no egress, no secret,
+// no label and no rule (every fetch is refused), raises no route, and sets no budget
+// and no size bound. CompilePolicy checks it, every problem at once.
 type PolicySpec struct {
-	Net     *NetSpec              `json:"net,omitempty"`
-	Secrets map[string]SecretSpec `json:"secrets,omitempty"`
-	Labels  *LabelSpec            `json:"labels,omitempty"`
+	Net     *NetSpec              `json:"net,omitempty" slot:"net"`
+	Secrets map[string]SecretSpec `json:"secrets,omitempty" slot:"secrets"`
+	Labels  *LabelSpec            `json:"labels,omitempty" slot:"labels"`
 	// DataFlow says which labels may reach which sinks; a label no rule names flows
 	// anywhere (and is still carried).
-	DataFlow []FlowRule `json:"data_flow,omitempty"`
+	DataFlow []FlowRule `json:"data_flow,omitempty" slot:"data_flow"`
 	// ExternalTools are tools of the image that send what they get outside the
 	// process; tools.call into one is a data-flow sink.
-	ExternalTools []string `json:"external_tools,omitempty"`
+	ExternalTools []string `json:"external_tools,omitempty" slot:"data_flow"`
+
+	// RouteApprovals maps a route, an area or a side-effect class (read, write) to its
+	// approval class (SlotApproval).
+	RouteApprovals map[string]ApprovalClass `json:"-" slot:"approval"`
+	// RouteBudgets maps BudgetAll, an area or a route to the most calls the process
+	// may ever make (SlotBudget); 0 allows none.
+	RouteBudgets map[string]int64 `json:"-" slot:"budget"`
+	// RouteSizes maps BudgetAll, an area or a route to a size bound (SlotSize).
+	RouteSizes map[string]SizeBound `json:"-" slot:"size"`
 }
+
+// SizeBound bounds one route's arguments and result, in bytes of JSON text: the
+// arguments as the code sent them, the result as the provider returned it. A zero
+// field sets no bound; a bound only adds to the table's own limits (schemas, kv value
+// size, the net slot's body sizes), it never raises one.
+type SizeBound struct {
+	MaxArgsBytes   int64 `json:"max_args_bytes,omitempty"`
+	MaxResultBytes int64 `json:"max_result_bytes,omitempty"`
+}
+
+// MaxSizeBound is the largest size bound an image may set.
+const MaxSizeBound = 16 << 20
 
 // NetSpec grants egress. Hosts are host names or IP literals, optionally with a port
 // ("api.example.com", "*.corp.example:8443", "127.0.0.1:8080", "[::1]:9000"). Without a
@@ -141,6 +205,17 @@ type Policy struct {
 	hosts    []hostLabel
 	rules    map[string]*flowRule
 	external map[string]bool
+	// routes holds, by route name, what the per-route slots say of the route; a
+	// route the image says nothing of has no entry.
+	routes map[string]*routePolicy
+}
+
+// routePolicy is what the approval, budget and size slots say of one route.
+type routePolicy struct {
+	operator  bool
+	budgets   map[string]int64 // budget name (BudgetAll, area, route) → most calls
+	maxArgs   int64            // 0: no bound
+	maxResult int64
 }
 
 type netPolicy struct {
@@ -216,6 +291,9 @@ func (s PolicySpec) Clone() PolicySpec {
 		}
 	}
 	c.ExternalTools = slices.Clone(s.ExternalTools)
+	c.RouteApprovals = maps.Clone(s.RouteApprovals)
+	c.RouteBudgets = maps.Clone(s.RouteBudgets)
+	c.RouteSizes = maps.Clone(s.RouteSizes)
 	return c
 }
 
@@ -230,6 +308,13 @@ func (p *Policy) Spec() PolicySpec {
 // CompilePolicy checks spec and compiles it. Every problem is listed, with its place in
 // the manifest; the policy is nil when there is any.
 func CompilePolicy(spec PolicySpec) (*Policy, []PolicyProblem) {
+	rs, err := routes()
+	return compilePolicy(spec, rs, err)
+}
+
+// compilePolicy is CompilePolicy against route table rs (compiled, or the error that
+// kept it from compiling).
+func compilePolicy(spec PolicySpec, rs map[string]*route, rsErr error) (*Policy, []PolicyProblem) {
 	var ps []PolicyProblem
 	add := func(at, format string, args ...any) {
 		ps = append(ps, PolicyProblem{At: at, Message: fmt.Sprintf(format, args...)})
@@ -404,6 +489,11 @@ func CompilePolicy(spec PolicySpec) (*Policy, []PolicyProblem) {
 	}
 	for _, t := range spec.ExternalTools {
 		p.external[t] = true
+	}
+	if rsErr != nil {
+		add("", "the route table does not compile: %v", rsErr)
+	} else {
+		p.routes = compileRouteSlots(spec, rs, add)
 	}
 	if len(ps) > 0 {
 		return nil, ps

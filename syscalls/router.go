@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -223,6 +222,15 @@ func (b *Bound) run(ctx context.Context, name string, in syscallArgs, ev *auditE
 			fmt.Sprintf("%s requires capability %s, which this process does not hold", rt.name, rt.auth.capability), nil)
 	}
 
+	// The image's size bound on the arguments (slot size) is decided before anyone
+	// is asked to approve them: their length is known without reading them.
+	bound := c.Policy.sizeBound(rt.name)
+	if bound.MaxArgsBytes > 0 && int64(len(in.sent)) > bound.MaxArgsBytes {
+		ev.Stage = "args_size"
+		return nil, errorf(CodeLimitExceeded, fmt.Sprintf("%s: arguments are %d bytes, more than the image's bound of %d (%s)",
+			rt.name, len(in.sent), bound.MaxArgsBytes, SlotSize.FieldName()), nil)
+	}
+
 	ev.Stage = "approval"
 	if class := effectiveApproval(rt, c); class == ApprovalOperator {
 		if in.err != nil {
@@ -275,7 +283,7 @@ func (b *Bound) run(ctx context.Context, name string, in syscallArgs, ev *auditE
 	}
 
 	ev.Stage = "budget"
-	if limits := applicableBudgets(rt.name, c.Budgets); len(limits) > 0 {
+	if limits := c.Policy.budgets(rt.name); len(limits) > 0 {
 		if err := b.charge(ctx, limits); err != nil {
 			return nil, err
 		}
@@ -307,6 +315,13 @@ func (b *Bound) run(ctx context.Context, name string, in syscallArgs, ev *auditE
 	}
 	if err := rt.resultSchema.Validate(v); err != nil {
 		return nil, errorf(CodeProviderFailed, rt.name+": result does not match the route's result schema: "+schemaMessage(err), err)
+	}
+	// The image's size bound on the result (slot size): the result is withheld, and
+	// the call's staged writes are not applied (a failed call changes nothing).
+	if bound.MaxResultBytes > 0 && int64(len(out)) > bound.MaxResultBytes {
+		ev.Stage = "result_size"
+		return nil, errorf(CodeLimitExceeded, fmt.Sprintf("%s: result is %d bytes, more than the image's bound of %d (%s)",
+			rt.name, len(out), bound.MaxResultBytes, SlotSize.FieldName()), nil)
 	}
 	return out, nil
 }
@@ -351,13 +366,10 @@ func checkArgs(rt *route, in syscallArgs) (map[string]any, string, error) {
 	return obj, "", nil
 }
 
-// effectiveApproval is the stricter of the table's class and the caller's. A class the
-// router does not know counts as operator: a typo must not skip an approval.
+// effectiveApproval is the stricter of the table's class and the image's approval
+// slot (Caller.Policy), which can only raise a route.
 func effectiveApproval(rt *route, c *Caller) ApprovalClass {
-	if rt.auth.approval != ApprovalNone {
-		return ApprovalOperator
-	}
-	if cls, ok := c.Approvals[rt.name]; ok && cls != ApprovalNone {
+	if rt.auth.approval != ApprovalNone || c.Policy.operatorApproval(rt.name) {
 		return ApprovalOperator
 	}
 	return ApprovalNone
@@ -398,25 +410,6 @@ func (b *Bound) approve(ctx context.Context, rt *route, args json.RawMessage, re
 	return nil
 }
 
-// applicableBudgets picks the caller's budgets that count this route: all syscalls, its
-// area, the route itself.
-func applicableBudgets(name string, budgets map[string]int64) map[string]int64 {
-	if len(budgets) == 0 {
-		return nil
-	}
-	area, _, _ := strings.Cut(name, ".")
-	var out map[string]int64
-	for _, k := range []string{BudgetAll, area, name} {
-		if limit, ok := budgets[k]; ok {
-			if out == nil {
-				out = map[string]int64{}
-			}
-			out[k] = max(limit, 0) // a negative limit allows nothing, never everything
-		}
-	}
-	return out
-}
-
 // budgetCounter names the store counter behind a budget: "syscalls" for BudgetAll,
 // "syscalls:kv" for an area, "syscalls:kv.put" for a route.
 func budgetCounter(name string) string {
@@ -434,7 +427,7 @@ type auditEvent struct {
 	Journal      *auditJournal   `json:"journal,omitempty"`
 	Depth        int             `json:"depth"`
 	Decision     string          `json:"decision"` // allowed | denied
-	Stage        string          `json:"stage"`    // where it stopped: route, args, capability, approval, depth, budget, provider, result, done
+	Stage        string          `json:"stage"`    // where it stopped: route, capability, args_size, approval, args, policy, data_flow, depth, budget, provider, result, result_size, done
 	Code         string          `json:"code,omitempty"`
 	Reason       string          `json:"reason,omitempty"`
 	Cause        string          `json:"cause,omitempty"` // the host-side error behind a failure

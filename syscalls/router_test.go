@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,9 +118,8 @@ func (e *echoTools) CallTool(ctx context.Context, pid, tool string, args json.Ra
 func TestRouterEveryRoute(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"ok":true}`) }))
 	defer srv.Close()
-	pol, probs := CompilePolicy(PolicySpec{Net: &NetSpec{Allow: []string{srv.Listener.Addr().String()}, AllowAddresses: []string{"127.0.0.1"}}})
-	if probs != nil {
-		t.Fatal(probs)
+	base := func() PolicySpec {
+		return PolicySpec{Net: &NetSpec{Allow: []string{srv.Listener.Addr().String()}, AllowAddresses: []string{"127.0.0.1"}}}
 	}
 	valid := map[string]string{
 		"net.fetch":  `{"url":"` + srv.URL + `/x"}`,
@@ -149,8 +149,12 @@ func TestRouterEveryRoute(t *testing.T) {
 		return Decision{}, ctx.Err()
 	})
 	type variant struct {
-		rule     string
-		caller   func(c *Caller)
+		rule   string
+		caller func(c *Caller)
+		// spec fills the image's policy slots for the route; slot is the one it
+		// needs the route to declare ("" for none).
+		spec     func(s *PolicySpec, route string)
+		slot     PolicySlot
 		args     func(route string) string
 		calls    int // the last call is checked; earlier ones must succeed
 		want     string
@@ -176,18 +180,35 @@ func TestRouterEveryRoute(t *testing.T) {
 			caller: func(c *Caller) { c.Approver = nil },
 			want:   CodeApprovalDenied, stage: "approval", approval: &auditApproval{Class: "operator", Reason: "no approver"}},
 		{rule: "budgets count syscalls and are durable: budget_exceeded",
-			caller: func(c *Caller) { c.Budgets = map[string]int64{BudgetAll: 1} }, calls: 2,
+			spec: func(s *PolicySpec, _ string) { s.RouteBudgets = map[string]int64{BudgetAll: 1} }, slot: SlotBudget, calls: 2,
 			want: CodeBudgetExceeded, stage: "budget"},
+		{rule: "the image's size bound on arguments: limit_exceeded",
+			spec: func(s *PolicySpec, route string) { s.RouteSizes = map[string]SizeBound{route: {MaxArgsBytes: 1}} }, slot: SlotSize,
+			want: string(CodeLimitExceeded), stage: "args_size"},
+		{rule: "the image's size bound on results: limit_exceeded",
+			spec: func(s *PolicySpec, _ string) { s.RouteSizes = map[string]SizeBound{BudgetAll: {MaxResultBytes: 1}} }, slot: SlotSize,
+			want: string(CodeLimitExceeded), stage: "result_size"},
 	}
 	for _, rt := range Routes() {
 		for _, v := range variants {
+			if v.slot != "" && !slices.Contains(rt.Policy, v.slot) {
+				continue // the route does not read the slot; TestRouteSlotsAreDeclared covers that
+			}
 			t.Run(rt.Name+"/"+v.rule, func(t *testing.T) {
 				r, s := newRouter(t, RouterConfig{ApprovalTimeout: 20 * time.Millisecond})
 				all := NewCapSet(CapClockNow, CapKVRead, CapKVWrite, CapToolsCall, CapNetFetch)
-				c := Caller{PID: "p1", Tool: "t", Capabilities: all, Tools: &echoTools{r: r, caps: all}, Policy: pol}
+				spec := base()
 				if v.approval != nil {
-					c.Approvals = map[string]ApprovalClass{rt.Name: ApprovalOperator}
+					spec.RouteApprovals = map[string]ApprovalClass{rt.Name: ApprovalOperator}
 				}
+				if v.spec != nil {
+					v.spec(&spec, rt.Name)
+				}
+				pol, probs := CompilePolicy(spec)
+				if probs != nil {
+					t.Fatal(probs)
+				}
+				c := Caller{PID: "p1", Tool: "t", Capabilities: all, Tools: &echoTools{r: r, caps: all}, Policy: pol}
 				if v.caller != nil {
 					v.caller(&c)
 				}
@@ -271,7 +292,7 @@ func TestRouterOrder(t *testing.T) {
 		}
 	})
 	t.Run("approval comes before the arguments are checked", func(t *testing.T) {
-		c := Caller{PID: "p", Capabilities: NewCapSet(CapKVWrite), Approver: counting, Approvals: map[string]ApprovalClass{"kv.put": ApprovalOperator}}
+		c := Caller{PID: "p", Capabilities: NewCapSet(CapKVWrite), Approver: counting, Policy: mustPolicy(t, PolicySpec{RouteApprovals: map[string]ApprovalClass{"kv.put": ApprovalOperator}})}
 		_, err := r.For(c).Syscall(context.Background(), "kv.put", json.RawMessage(`{}`))
 		if codeOf(err) != CodeApprovalDenied || asked != 1 {
 			t.Fatalf("%v, approver asked %d times", err, asked)
@@ -279,7 +300,7 @@ func TestRouterOrder(t *testing.T) {
 		asked = 0
 	})
 	t.Run("text that is not JSON is refused as arguments without asking the approver", func(t *testing.T) {
-		c := Caller{PID: "p", Capabilities: NewCapSet(CapKVWrite), Approver: counting, Approvals: map[string]ApprovalClass{"kv.put": ApprovalOperator}}
+		c := Caller{PID: "p", Capabilities: NewCapSet(CapKVWrite), Approver: counting, Policy: mustPolicy(t, PolicySpec{RouteApprovals: map[string]ApprovalClass{"kv.put": ApprovalOperator}})}
 		// Not JSON, and JSON that is not exact: the operator is never shown text whose
 		// meaning depends on which duplicate key a reader keeps.
 		for _, args := range []string{`{"key":`, `{"key":"a","key":"b","value":1}`, `{"key":"\ud800","value":1}`, "{\"key\":\"\xff\",\"value\":1}"} {
@@ -290,7 +311,7 @@ func TestRouterOrder(t *testing.T) {
 		}
 	})
 	t.Run("with the capability, arguments are validated before the budget is charged", func(t *testing.T) {
-		c := Caller{PID: "args", Capabilities: NewCapSet(CapClockNow), Budgets: map[string]int64{BudgetAll: 5}}
+		c := Caller{PID: "args", Capabilities: NewCapSet(CapClockNow), Policy: mustPolicy(t, PolicySpec{RouteBudgets: map[string]int64{BudgetAll: 5}})}
 		_, err := r.For(c).Syscall(context.Background(), "clock.now", json.RawMessage(`{}`))
 		if codeOf(err) != CodeArgumentInvalid {
 			t.Fatal(err)
@@ -300,7 +321,7 @@ func TestRouterOrder(t *testing.T) {
 		}
 	})
 	t.Run("the capability is checked before the approver is asked", func(t *testing.T) {
-		c := Caller{PID: "p", Capabilities: NewCapSet(), Approver: counting, Approvals: map[string]ApprovalClass{"clock.now": ApprovalOperator}}
+		c := Caller{PID: "p", Capabilities: NewCapSet(), Approver: counting, Policy: mustPolicy(t, PolicySpec{RouteApprovals: map[string]ApprovalClass{"clock.now": ApprovalOperator}})}
 		_, err := r.For(c).Syscall(context.Background(), "clock.now", json.RawMessage(`{"timezone":"UTC"}`))
 		if codeOf(err) != CodeCapabilityDenied || asked != 0 {
 			t.Fatalf("%v, approver asked %d times", err, asked)
@@ -308,7 +329,7 @@ func TestRouterOrder(t *testing.T) {
 	})
 	t.Run("approval comes before the budget: a denied call is not charged", func(t *testing.T) {
 		c := Caller{PID: "p", Capabilities: NewCapSet(CapClockNow), Approver: counting,
-			Approvals: map[string]ApprovalClass{"clock.now": ApprovalOperator}, Budgets: map[string]int64{BudgetAll: 5}}
+			Policy: mustPolicy(t, PolicySpec{RouteApprovals: map[string]ApprovalClass{"clock.now": ApprovalOperator}, RouteBudgets: map[string]int64{BudgetAll: 5}})}
 		_, err := r.For(c).Syscall(context.Background(), "clock.now", json.RawMessage(`{"timezone":"UTC"}`))
 		if codeOf(err) != CodeApprovalDenied || asked != 1 {
 			t.Fatalf("%v, approver asked %d times", err, asked)
@@ -317,20 +338,24 @@ func TestRouterOrder(t *testing.T) {
 			t.Fatalf("budget used %d after a denial", b.Used)
 		}
 	})
-	t.Run("an approval class the router does not know counts as operator", func(t *testing.T) {
-		c := Caller{PID: "p", Capabilities: NewCapSet(CapClockNow), Approvals: map[string]ApprovalClass{"clock.now": "Operator"}}
-		if _, err := r.For(c).Syscall(context.Background(), "clock.now", json.RawMessage(`{"timezone":"UTC"}`)); codeOf(err) != CodeApprovalDenied {
-			t.Fatal(err)
+	t.Run("an approval class the router does not know is refused with the image, never read as none", func(t *testing.T) {
+		if _, probs := CompilePolicy(PolicySpec{RouteApprovals: map[string]ApprovalClass{"clock.now": "Operator"}}); len(probs) != 1 || probs[0].At != "/approvals/routes/clock.now" {
+			t.Fatalf("problems %+v", probs)
 		}
 	})
-	t.Run("a negative budget allows nothing, never everything", func(t *testing.T) {
-		c := Caller{PID: "neg", Capabilities: NewCapSet(CapClockNow), Budgets: map[string]int64{BudgetAll: -1}}
+	t.Run("a negative budget is refused with the image, never read as no budget", func(t *testing.T) {
+		if _, probs := CompilePolicy(PolicySpec{RouteBudgets: map[string]int64{BudgetAll: -1}}); len(probs) != 1 || probs[0].At != "/limits/syscall_budgets/syscalls" {
+			t.Fatalf("problems %+v", probs)
+		}
+	})
+	t.Run("a zero budget allows nothing", func(t *testing.T) {
+		c := Caller{PID: "zero", Capabilities: NewCapSet(CapClockNow), Policy: mustPolicy(t, PolicySpec{RouteBudgets: map[string]int64{BudgetAll: 0}})}
 		if _, err := r.For(c).Syscall(context.Background(), "clock.now", json.RawMessage(`{"timezone":"UTC"}`)); codeOf(err) != CodeBudgetExceeded {
 			t.Fatal(err)
 		}
 	})
-	t.Run("Approvals can raise a route to operator approval, never lower it", func(t *testing.T) {
-		c := Caller{PID: "p", Capabilities: NewCapSet(CapClockNow), Approvals: map[string]ApprovalClass{"clock.now": ApprovalNone}}
+	t.Run("the approval slot can raise a route to operator approval, never lower it", func(t *testing.T) {
+		c := Caller{PID: "p", Capabilities: NewCapSet(CapClockNow), Policy: mustPolicy(t, PolicySpec{RouteApprovals: map[string]ApprovalClass{"clock.now": ApprovalNone}})}
 		if _, err := r.For(c).Syscall(context.Background(), "clock.now", json.RawMessage(`{"timezone":"UTC"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -658,7 +683,7 @@ func TestBudgetsAreDurableAndScoped(t *testing.T) {
 	st := openStore(t)
 	r, _ := newRouter(t, RouterConfig{Store: st})
 	c := Caller{PID: "p", Capabilities: NewCapSet(CapKVRead, CapKVWrite, CapClockNow),
-		Budgets: map[string]int64{"kv.put": 1, "kv": 2}}
+		Policy: mustPolicy(t, PolicySpec{RouteBudgets: map[string]int64{"kv.put": 1, "kv": 2}})}
 	do := func(route, args string) string {
 		_, err := r.For(c).Syscall(context.Background(), route, json.RawMessage(args))
 		return codeOf(err)
@@ -705,5 +730,68 @@ func TestErrorsConvert(t *testing.T) {
 	err := fmt.Errorf("wrapped: %w", errorf(CodeBudgetExceeded, "budget spent", nil))
 	if !errors.Is(err, ErrBudgetExceeded) || errors.Is(err, ErrCapabilityDenied) {
 		t.Fatal("errors.Is matches by code")
+	}
+}
+
+// The size slot: "a size bound on its arguments and result", which the image fills
+// (limits.syscall_sizes) and the router enforces with limit_exceeded. A call over the
+// bound is refused and audited like every decision: arguments before anyone is asked
+// to approve them or any budget is charged, a result before it reaches the code, and
+// then the call's writes are not applied. The tightest bound that applies wins.
+func TestSizeBound(t *testing.T) {
+	r, s := newRouter(t, RouterConfig{})
+	asked := 0
+	approver := ApproverFunc(func(context.Context, ApprovalRequest) (Decision, error) {
+		asked++
+		return Decision{Approved: true, By: "test"}, nil
+	})
+	pol := mustPolicy(t, PolicySpec{
+		RouteApprovals: map[string]ApprovalClass{"kv.put": ApprovalOperator},
+		RouteBudgets:   map[string]int64{BudgetAll: 100},
+		RouteSizes: map[string]SizeBound{
+			BudgetAll: {MaxArgsBytes: 40},
+			"kv":      {MaxResultBytes: 30},
+			"kv.put":  {MaxArgsBytes: 1000, MaxResultBytes: 1},
+		},
+	})
+	c := Caller{PID: "p", Capabilities: NewCapSet(CapKVRead, CapKVWrite, CapClockNow), Approver: approver, Policy: pol}
+	call := func(route, args string) error {
+		_, err := r.For(c).Syscall(context.Background(), route, json.RawMessage(args))
+		return err
+	}
+
+	// Arguments: kv.put's own 1000 does not loosen the 40 every route has.
+	long := `{"key":"k","value":"` + strings.Repeat("x", 40) + `"}`
+	if err := call("kv.put", long); codeOf(err) != string(CodeLimitExceeded) || !strings.Contains(err.Error(), "more than the image's bound of 40") {
+		t.Fatalf("arguments over the bound: %v", err)
+	}
+	if ev := lastAudit(t, s, "p"); ev.Decision != "denied" || ev.Stage != "args_size" || ev.Code != string(CodeLimitExceeded) || ev.Reason == "" {
+		t.Fatalf("audit %+v", ev)
+	}
+	if b, _ := s.Budget("p", BudgetAll); asked != 0 || b.Used != 0 {
+		t.Fatalf("approver asked %d times, budget used %d: arguments over the bound are refused first", asked, b.Used)
+	}
+
+	// Result: kv.put's {} (2 bytes) is over its bound of 1; its write is not applied.
+	if err := call("kv.put", `{"key":"k","value":1}`); codeOf(err) != string(CodeLimitExceeded) {
+		t.Fatalf("result over the bound: %v", err)
+	}
+	if ev := lastAudit(t, s, "p"); ev.Decision != "denied" || ev.Stage != "result_size" || ev.Code != string(CodeLimitExceeded) {
+		t.Fatalf("audit %+v", ev)
+	}
+
+	// The area's 30 bounds kv.get's result; clock.now reads no size slot.
+	if err := call("kv.get", `{"key":"k"}`); err != nil {
+		t.Fatalf("a small result passes: %v", err)
+	}
+	if err := call("clock.now", `{"timezone":"UTC"}`); err != nil {
+		t.Fatalf("clock.now declares no size slot: %v", err)
+	}
+	if n := auditCount(t, s, "p"); n != 4 {
+		t.Fatalf("%d audit events for 4 calls", n)
+	}
+	got, err := r.For(Caller{PID: "p", Capabilities: NewCapSet(CapKVRead)}).Syscall(context.Background(), "kv.get", json.RawMessage(`{"key":"k"}`))
+	if err != nil || string(got) != `{"found":false,"value":null}` {
+		t.Fatalf("the write of the call refused at its result was applied: %s %v", got, err)
 	}
 }

@@ -59,7 +59,8 @@ type Route struct {
 	Provider     string
 	ArgsSchema   json.RawMessage
 	ResultSchema json.RawMessage
-	// Policy names the slots of the image's route policy the route reads.
+	// Policy names the slots of the image's route policy the route reads, in the
+	// order of Slots.
 	Policy []PolicySlot
 }
 
@@ -96,8 +97,10 @@ type route struct {
 	result   string
 	provider provider
 
-	// slots are the parts of the image's policy the route reads; check and flow are
-	// the route's own stages that read them: check (stage "policy") decides what the
+	// slots are the parts of the image's policy the route reads (CompilePolicy gives
+	// it no other): the router's own stages read approval (stage approval), budget
+	// (stage budget) and size (stages args_size and result_size); check and flow are
+	// the route's own stages that read the rest: check (stage "policy") decides what the
 	// image's slot says of these arguments, flow (stage "data_flow") whether the
 	// call's labels may reach this sink. Both run after the arguments are validated
 	// and before any budget is charged.
@@ -146,7 +149,7 @@ var table = []route{
 			"unix_seconds":{"type":"integer"},
 			"timezone":{"type":"string"}},
 		  "required":["iso8601","unix_seconds","timezone"],"additionalProperties":false}`,
-		clockNow),
+		clockNow).governedBy(nil, nil, SlotApproval, SlotBudget),
 	declare("kv.get",
 		"Read one key of the calling process's key/value space: found, and the stored JSON value (null when not found).",
 		reads(CapKVRead, ApprovalNone),
@@ -157,7 +160,7 @@ var table = []route{
 			"found":{"type":"boolean"},
 			"value":true},
 		  "required":["found","value"],"additionalProperties":false}`,
-		kvGet).governedBy(nil, nil, SlotLabels),
+		kvGet).governedBy(nil, nil, SlotApproval, SlotBudget, SlotSize, SlotLabels),
 	declare("kv.put",
 		"Store one JSON value under a key of the calling process's key/value space, durably.",
 		writes(CapKVWrite, ApprovalNone),
@@ -166,7 +169,7 @@ var table = []route{
 			"value":true},
 		  "required":["key","value"],"additionalProperties":false}`,
 		`{"type":"object","additionalProperties":false}`,
-		kvPut).governedBy(nil, flowKVPut, SlotLabels, SlotDataFlow),
+		kvPut).governedBy(nil, flowKVPut, SlotApproval, SlotBudget, SlotSize, SlotLabels, SlotDataFlow),
 	declare("kv.delete",
 		"Delete one key of the calling process's key/value space; deleted says whether it existed.",
 		writes(CapKVWrite, ApprovalNone),
@@ -176,7 +179,7 @@ var table = []route{
 		`{"type":"object","properties":{
 			"deleted":{"type":"boolean"}},
 		  "required":["deleted"],"additionalProperties":false}`,
-		kvDelete),
+		kvDelete).governedBy(nil, nil, SlotApproval, SlotBudget, SlotSize),
 	declare("kv.list",
 		"List keys of the calling process's key/value space with a prefix, in byte order, one page at a time; pass next_cursor back to continue.",
 		reads(CapKVRead, ApprovalNone),
@@ -189,7 +192,7 @@ var table = []route{
 			"keys":{"type":"array","items":{"type":"string"}},
 			"next_cursor":{"type":["string","null"]}},
 		  "required":["keys","next_cursor"],"additionalProperties":false}`,
-		kvList).governedBy(nil, nil, SlotLabels),
+		kvList).governedBy(nil, nil, SlotApproval, SlotBudget, SlotSize, SlotLabels),
 	declare("tools.call",
 		"Call another tool of the calling process through the full tool-call pipeline, with its own checks; the result is that tool's result.",
 		writes(CapToolsCall, ApprovalNone),
@@ -198,7 +201,7 @@ var table = []route{
 			"arguments":{"type":"object"}},
 		  "required":["tool","arguments"],"additionalProperties":false}`,
 		`true`,
-		toolsCall).governedBy(nil, flowToolsCall, SlotDataFlow),
+		toolsCall).governedBy(nil, flowToolsCall, SlotApproval, SlotBudget, SlotSize, SlotDataFlow),
 	withOpaqueArgs(declare("net.fetch",
 		"Fetch an http(s) URL from a host the image allows; headers may name secrets as {{secret:NAME}}, replaced on the host for that secret's hosts; the body comes back as text, or base64 when it is not UTF-8.",
 		reaches(CapNetFetch, ApprovalNone),
@@ -216,7 +219,7 @@ var table = []route{
 			"body_encoding":{"enum":["text","base64"]},
 			"url":{"type":"string"}},
 		  "required":["status","headers","body","body_encoding","url"],"additionalProperties":false}`,
-		netFetch).governedBy(checkFetch, flowFetch, SlotNet, SlotSecrets, SlotLabels, SlotDataFlow)),
+		netFetch).governedBy(checkFetch, flowFetch, SlotApproval, SlotBudget, SlotSize, SlotNet, SlotSecrets, SlotLabels, SlotDataFlow)),
 }
 
 func withOpaqueArgs(r route) route {

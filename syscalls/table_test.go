@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -45,6 +46,18 @@ func TestTable(t *testing.T) {
 			}
 			if (r.check != nil || r.flow != nil) && len(r.slots) == 0 {
 				t.Errorf("a route with policy or data-flow stages declares the policy slots they read")
+			}
+			// The router's approval and budget stages run for every route: a route that
+			// did not read those slots would escape the image's approvals and budgets.
+			if !slices.Contains(r.slots, SlotApproval) || !slices.Contains(r.slots, SlotBudget) {
+				t.Errorf("every route reads the approval and budget slots: %v", r.slots)
+			}
+			// Slots are declared once each, in the order of Slots (as docs show them).
+			order := Slots()
+			for i := 1; i < len(r.slots); i++ {
+				if slices.Index(order, r.slots[i-1]) >= slices.Index(order, r.slots[i]) {
+					t.Errorf("slots %v are not in the order of Slots %v", r.slots, order)
+				}
 			}
 			// Args schemas are closed objects: an unknown field is rejected, never ignored.
 			var args map[string]any
@@ -100,14 +113,17 @@ func TestRoutesIsACopyOfTheTable(t *testing.T) {
 }
 
 // "each route declares a typed policy slot that images fill": a slot is a field of
-// the image's PolicySpec (the manifest field of the same name), and every slot is
-// read by some route, so no part of the image's policy governs nothing.
+// the image's PolicySpec (its slot tag) with a place in the manifest (Field), and
+// every slot is read by some route, so no part of the image's policy governs nothing.
 func TestPolicySlotsAreImageFields(t *testing.T) {
 	fields := map[PolicySlot]bool{}
 	st := reflect.TypeOf(PolicySpec{})
 	for i := 0; i < st.NumField(); i++ {
-		name, _, _ := strings.Cut(st.Field(i).Tag.Get("json"), ",")
-		fields[PolicySlot(name)] = true
+		slot := PolicySlot(st.Field(i).Tag.Get("slot"))
+		if !slices.Contains(Slots(), slot) {
+			t.Errorf("PolicySpec.%s has slot tag %q, which is no slot", st.Field(i).Name, slot)
+		}
+		fields[slot] = true
 	}
 	read := map[PolicySlot]bool{}
 	for _, r := range Routes() {
@@ -118,10 +134,79 @@ func TestPolicySlotsAreImageFields(t *testing.T) {
 			read[s] = true
 		}
 	}
-	for _, s := range []PolicySlot{SlotNet, SlotSecrets, SlotLabels, SlotDataFlow} {
-		if !fields[s] || !read[s] {
-			t.Errorf("slot %q: a PolicySpec field %v, read by a route %v", s, fields[s], read[s])
+	for _, s := range Slots() {
+		if !fields[s] || !read[s] || !strings.HasPrefix(s.Field(), "/") {
+			t.Errorf("slot %q: a PolicySpec field %v, read by a route %v, in the manifest at %q", s, fields[s], read[s], s.Field())
 		}
+	}
+}
+
+// A route gets only the slots it declares: for every route of the table and every
+// per-route slot, an image that fills the slot for that route compiles when the route
+// declares it, and is refused at the slot's place in the manifest when it does not.
+// Derived from Routes(), never restated.
+func TestRouteSlotsAreDeclared(t *testing.T) {
+	fill := map[PolicySlot]func(route string) PolicySpec{
+		SlotApproval: func(r string) PolicySpec {
+			return PolicySpec{RouteApprovals: map[string]ApprovalClass{r: ApprovalOperator}}
+		},
+		SlotBudget: func(r string) PolicySpec { return PolicySpec{RouteBudgets: map[string]int64{r: 3}} },
+		SlotSize:   func(r string) PolicySpec { return PolicySpec{RouteSizes: map[string]SizeBound{r: {MaxArgsBytes: 64}}} },
+	}
+	for _, r := range Routes() {
+		for slot, spec := range fill {
+			p, probs := CompilePolicy(spec(r.Name))
+			if slices.Contains(r.Policy, slot) {
+				if probs != nil {
+					t.Errorf("%s declares %s, yet filling it is refused: %+v", r.Name, slot, probs)
+				}
+				continue
+			}
+			if p != nil || len(probs) != 1 || probs[0].At != slot.Field()+"/"+r.Name {
+				t.Errorf("%s does not declare %s, yet filling it gives %+v", r.Name, slot, probs)
+			}
+		}
+	}
+}
+
+// "CompilePolicy checks it, every problem at once": a spec with a problem in every
+// per-route slot lists each one, at its JSON pointer in the manifest.
+func TestRouteSlotProblems(t *testing.T) {
+	var undeclared string // a route that does not read the size slot, from the table
+	for _, r := range Routes() {
+		if !slices.Contains(r.Policy, SlotSize) {
+			undeclared = r.Name
+		}
+	}
+	if undeclared == "" {
+		t.Fatal("every route reads the size slot; pick another way to test an undeclared slot")
+	}
+	_, probs := CompilePolicy(PolicySpec{
+		RouteApprovals: map[string]ApprovalClass{"shell.exec": ApprovalOperator, "kv.put": "always", "external": ApprovalOperator},
+		RouteBudgets:   map[string]int64{"fs": 3, "kv": -1},
+		RouteSizes: map[string]SizeBound{
+			undeclared: {MaxArgsBytes: 10},
+			"kv.put":   {},
+			"kv.get":   {MaxArgsBytes: -1, MaxResultBytes: MaxSizeBound + 1},
+			"a/b~c":    {MaxArgsBytes: 1},
+		},
+	})
+	want := []string{
+		"/approvals/routes/external", "/approvals/routes/kv.put", "/approvals/routes/shell.exec",
+		"/limits/syscall_budgets/fs", "/limits/syscall_budgets/kv",
+		"/limits/syscall_sizes/a~1b~0c", "/limits/syscall_sizes/" + undeclared,
+		"/limits/syscall_sizes/kv.get/max_args_bytes", "/limits/syscall_sizes/kv.get/max_result_bytes", "/limits/syscall_sizes/kv.put",
+	}
+	var got []string
+	for _, p := range probs {
+		got = append(got, p.At)
+		if p.Message == "" {
+			t.Errorf("problem at %s has no message", p.At)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems at\n%s\nwant\n%s\n%+v", strings.Join(got, "\n"), strings.Join(want, "\n"), probs)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -331,8 +332,8 @@ func RouteErrorCodes(route string) (codes []liberr.Code, open bool) {
 	if rt.flow != nil {
 		codes = append(codes, CodeDataFlowDenied)
 	}
-	if rt.provider.nests {
-		codes = append(codes, CodeLimitExceeded)
+	if rt.provider.nests || slices.Contains(rt.slots, SlotSize) {
+		codes = append(codes, CodeLimitExceeded) // nesting depth; the image's size bound
 	}
 	return codes, rt.provider.nests
 }

@@ -174,17 +174,35 @@ func TestInspectCommands(t *testing.T) {
 	if r.code != 0 || !regexp.MustCompile(`(?m)^clock\.now\s+clock:now\s`).MatchString(r.stdout) {
 		t.Errorf("syscalls:\n%s", r.stdout)
 	}
+	// Each route's policy slots, as the table declares them, with where the image
+	// manifest holds each.
+	for _, want := range syscalls.Routes() {
+		slots := make([]string, len(want.Policy))
+		for i, s := range want.Policy {
+			slots[i] = string(s)
+		}
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(want.Name) + `\s.*\s` + regexp.QuoteMeta(strings.Join(slots, ",")) + `\s`).MatchString(r.stdout) {
+			t.Errorf("syscalls does not show the slots %v of %s:\n%s", slots, want.Name, r.stdout)
+		}
+	}
 	r = libos(t, "", "syscalls", "--json")
 	var routes []struct {
 		Name       string          `json:"name"`
 		ArgsSchema json.RawMessage `json:"args_schema"`
+		Policy     []struct{ Slot, Field string }
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &routes); err != nil || len(routes) != len(syscalls.Routes()) {
 		t.Errorf("syscalls --json: %v\n%s", err, r.stdout)
 	}
 	for i, want := range syscalls.Routes() {
-		if i < len(routes) && (routes[i].Name != want.Name || len(routes[i].ArgsSchema) == 0) {
+		if i < len(routes) && (routes[i].Name != want.Name || len(routes[i].ArgsSchema) == 0 || len(routes[i].Policy) != len(want.Policy)) {
 			t.Errorf("syscalls --json lists %q at %d; the route table has %q", routes[i].Name, i, want.Name)
+			continue
+		}
+		for j, s := range want.Policy {
+			if got := routes[i].Policy[j]; got.Slot != string(s) || got.Field != s.FieldName() {
+				t.Errorf("syscalls --json: %s slot %d is %+v, want %s at %s", want.Name, j, got, s, s.FieldName())
+			}
 		}
 	}
 

@@ -76,7 +76,7 @@ func (d *demo) egress() error {
 	if err != nil {
 		return err
 	}
-	pol, _ := syscalls.CompilePolicy(img.PolicySpec)
+	pol, _ := syscalls.CompilePolicy(img.Policy())
 	d.say("pid %s; its image says ('libos images'):", pid)
 	for _, l := range pol.Explain() {
 		d.say("  %s", l)

@@ -257,7 +257,10 @@ func newSyscallsCmd(e *env) *cobra.Command {
 		Short: "Print the syscall route table",
 		Long: `syscalls prints every route a JIT tool can reach with libos.syscall: its name, the
 capability it requires, its approval class, its side effects, the provider that serves
-it and its documentation line. --json adds the argument and result JSON Schemas.
+it, the slots of the image's route policy it reads (approval, budget, size, net,
+secrets, labels, data_flow: what an image may set for it) and its documentation line.
+--json adds the argument and result JSON Schemas and, for each slot, where the image
+manifest holds it.
 
 This is operator documentation: a model has no way to list routes.`,
 		Example: `  libos syscalls
@@ -265,6 +268,10 @@ This is operator documentation: a model has no way to list routes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			routes := syscalls.Routes()
+			type slot struct {
+				Slot  string `json:"slot"`
+				Field string `json:"field"` // where the image manifest holds it
+			}
 			type route struct {
 				Name         string          `json:"name"`
 				Doc          string          `json:"doc"`
@@ -274,13 +281,22 @@ This is operator documentation: a model has no way to list routes.`,
 				Provider     string          `json:"provider"`
 				ArgsSchema   json.RawMessage `json:"args_schema"`
 				ResultSchema json.RawMessage `json:"result_schema"`
+				Policy       []slot          `json:"policy"`
 			}
 			out := make([]route, 0, len(routes))
 			for _, r := range routes {
-				out = append(out, route{r.Name, r.Doc, string(r.Capability), string(r.Approval), string(r.Effect), r.Provider, r.ArgsSchema, r.ResultSchema})
+				slots := make([]slot, 0, len(r.Policy))
+				for _, s := range r.Policy {
+					slots = append(slots, slot{string(s), s.FieldName()})
+				}
+				out = append(out, route{r.Name, r.Doc, string(r.Capability), string(r.Approval), string(r.Effect), r.Provider, r.ArgsSchema, r.ResultSchema, slots})
 			}
-			return printTable(e.stdout, out, asJSON, "ROUTE\tCAPABILITY\tAPPROVAL\tEFFECT\tPROVIDER\tDOC", func(w io.Writer, r route) {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Capability, r.Approval, r.Effect, r.Provider, r.Doc)
+			return printTable(e.stdout, out, asJSON, "ROUTE\tCAPABILITY\tAPPROVAL\tEFFECT\tPROVIDER\tPOLICY\tDOC", func(w io.Writer, r route) {
+				slots := make([]string, len(r.Policy))
+				for i, s := range r.Policy {
+					slots[i] = s.Slot
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Capability, r.Approval, r.Effect, r.Provider, strings.Join(slots, ","), r.Doc)
 			})
 		},
 	}

@@ -404,10 +404,12 @@ of an invalid one; the exit status is 1 when any is invalid.`,
 				fmt.Fprintf(e.stdout, "  capabilities  %s\n", strings.Join(img.Capabilities, ", "))
 				fmt.Fprintf(e.stdout, "  projection    %s\n", img.Projection)
 				fmt.Fprintf(e.stdout, "  skills        %s\n", strings.Join(skills, ", "))
-				// Egress, secrets and data flow in words: what a JIT tool of this image
-				// may reach, what it may send by reference, and where labelled data may go.
-				if pol, probs := syscalls.CompilePolicy(img.PolicySpec); probs == nil {
-					for _, line := range append(pol.Explain(), pol.ExplainDataFlow()...) {
+				// The route policy in words, every slot: approvals, budgets and size
+				// bounds per route, what a JIT tool of this image may reach, what it may
+				// send by reference, and where labelled data may go.
+				if pol, probs := syscalls.CompilePolicy(img.Policy()); probs == nil {
+					lines := append(pol.ExplainRoutes(), pol.Explain()...)
+					for _, line := range append(lines, pol.ExplainDataFlow()...) {
 						fmt.Fprintf(e.stdout, "  %s\n", line)
 					}
 				}

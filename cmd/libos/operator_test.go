@@ -153,8 +153,20 @@ func TestImagesAndSkills(t *testing.T) {
 			t.Errorf("images of an egress image: %d, no %q in\n%s%s", r.code, want, r.stdout, r.stderr)
 		}
 	}
-	if r := libos(t, "", "images"); !strings.Contains(r.stdout, "egress: none (net.fetch is refused for every host)") {
-		t.Errorf("the default image grants no egress, and says so:\n%s", r.stdout)
+	if r := libos(t, "", "images"); !strings.Contains(r.stdout, "egress: none (net.fetch is refused for every host)") ||
+		!strings.Contains(r.stdout, "routes: no approval raised, no syscall budget, no size bound") {
+		t.Errorf("the default image grants no egress and sets no route slot, and says so:\n%s", r.stdout)
+	}
+	// The per-route slots in words, each with the manifest field that set it.
+	r = libos(t, "", "images", filepath.Join(root, "testdata", "images", "route-slots.yaml"))
+	for _, want := range []string{
+		"route kv.put: operator approval (approvals.routes); at most 20 (kv.put), 100 (kv), 200 (syscalls) calls (limits.syscall_budgets); " +
+			"arguments up to 4096 bytes, results up to 16384 bytes (limits.syscall_sizes)",
+		"route clock.now: at most 200 (syscalls) calls (limits.syscall_budgets)\n",
+		"route tools.call: at most 200 (syscalls) calls (limits.syscall_budgets); arguments up to 8192 bytes (limits.syscall_sizes)"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("images of an image with route slots: %d, no %q in\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
 	}
 	if r := libos(t, "", "skills", "check", filepath.Join(root, "tools", "skills")); r.code != 0 || !strings.HasSuffix(r.stdout, "2 passed, 0 failed\n") {
 		t.Errorf("skills check of the project's Skills: %d\n%s", r.code, r.stdout)

@@ -177,9 +177,13 @@ type ImageLimits struct {
 	// Journal bounds the syscall journal of each JIT tool call (what a call's export
 	// as a tape can hold); zero fields are syscalls' defaults.
 	Journal syscalls.JournalLimits `json:"journal,omitzero"`
-	// SyscallBudgets map a budget name (syscalls.BudgetAll, an area such as "kv", or a
-	// route) to the most calls the process may ever make (syscalls.Caller.Budgets).
+	// SyscallBudgets is the budget slot (syscalls.SlotBudget): a budget name
+	// (syscalls.BudgetAll, an area such as "kv", or a route) to the most calls the
+	// process may ever make.
 	SyscallBudgets map[string]int64 `json:"syscall_budgets,omitempty"`
+	// SyscallSizes is the size slot (syscalls.SlotSize): syscalls.BudgetAll, an area
+	// or a route to a bound on the bytes of a route's arguments and result.
+	SyscallSizes map[string]syscalls.SizeBound `json:"syscall_sizes,omitempty"`
 }
 
 // SandboxLimits bound one JIT tool call in the sandbox. Zero means the sandbox's
@@ -196,9 +200,10 @@ func (s SandboxLimits) WallTime() time.Duration {
 
 // ApprovalPolicy raises routes and tools to operator approval.
 type ApprovalPolicy struct {
-	// Routes maps a route class to its approval class: a route name ("kv.put"), an
-	// area ("kv": every kv.* route) or a side-effect class ("read", "write"). A class
-	// can only be raised: the route table's own operator class always stands.
+	// Routes is the approval slot (syscalls.SlotApproval): a route name ("kv.put"), an
+	// area ("kv": every kv.* route) or a side-effect class ("read", "write") to its
+	// approval class. A class can only be raised: the route table's own operator
+	// class always stands.
 	Routes map[string]syscalls.ApprovalClass `json:"routes,omitempty"`
 	// Tools maps a tool of the image to its approval class: an operator-class tool
 	// waits for a decision before its call is opened.
@@ -484,28 +489,14 @@ func checkManifest(doc map[string]any, fsys fs.FS, dir string, ps *problems) *Im
 		}
 	}
 
-	routes := syscalls.Routes()
-	caps, names, areas := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, r := range routes {
+	caps := map[string]bool{}
+	for _, r := range syscalls.Routes() {
 		caps[string(r.Capability)] = true
-		names[r.Name] = true
-		area, _, _ := strings.Cut(r.Name, ".")
-		areas[area] = true
 	}
 	capList := stringsAt(doc, "capabilities")
 	for _, i := range ordered(capList) {
 		if c := capList[i]; !caps[c] {
 			ps.add("/capabilities/"+strconv.Itoa(i), "no syscall route requires capability %q (capabilities are exact strings)", c)
-		}
-	}
-	for _, k := range keysAt(doc, "limits", "syscall_budgets") {
-		if k != syscalls.BudgetAll && !names[k] && !areas[k] {
-			ps.add("/limits/syscall_budgets/"+jsonexact.EscapePointer(k), "%q is not %q, a route area or a route", k, syscalls.BudgetAll)
-		}
-	}
-	for _, k := range keysAt(doc, "approvals", "routes") {
-		if !names[k] && !areas[k] && k != string(syscalls.EffectRead) && k != string(syscalls.EffectWrite) {
-			ps.add("/approvals/routes/"+jsonexact.EscapePointer(k), "%q is not a route, a route area, read or write", k)
 		}
 	}
 	for _, k := range keysAt(doc, "approvals", "tools") {
@@ -519,10 +510,19 @@ func checkManifest(doc map[string]any, fsys fs.FS, dir string, ps *problems) *Im
 			ps.add("/external_tools/"+strconv.Itoa(i), "tool %q is not among the image's tools", t)
 		}
 	}
+	// The route policy, every slot (approvals, budgets and size bounds per route too),
+	// is checked by syscalls against the route table. A place the schema already
+	// found wrong is not reported twice.
 	if spec, ok := policySpecOf(doc); ok {
 		_, probs := syscalls.CompilePolicy(spec)
+		reported := map[string]bool{}
+		for _, d := range *ps {
+			reported[d.Path] = true
+		}
 		for _, p := range probs {
-			ps.add(p.At, "%s", p.Message)
+			if !reported[p.At] {
+				ps.add(p.At, "%s", p.Message)
+			}
 		}
 	}
 
@@ -565,9 +565,10 @@ func checkManifest(doc map[string]any, fsys fs.FS, dir string, ps *problems) *Im
 	return img
 }
 
-// policySpecOf reads the route policy fields of the document. It is false when they
-// do not decode (a type the schema already reports), so those problems are not listed
-// twice.
+// policySpecOf reads the route policy of the document: the top-level fields and the
+// per-route slots nested under approvals and limits. It is false when the top-level
+// fields do not decode (a type the schema already reports), so those problems are not
+// listed twice; a nested slot that does not decode is left empty, for the same reason.
 func policySpecOf(doc map[string]any) (syscalls.PolicySpec, bool) {
 	var spec syscalls.PolicySpec
 	part := map[string]any{}
@@ -580,7 +581,41 @@ func policySpecOf(doc map[string]any) (syscalls.PolicySpec, bool) {
 	if err != nil || json.Unmarshal(raw, &spec) != nil {
 		return syscalls.PolicySpec{}, false
 	}
+	nested := []struct {
+		path []string
+		into any
+	}{
+		{[]string{"approvals", "routes"}, &spec.RouteApprovals},
+		{[]string{"limits", "syscall_budgets"}, &spec.RouteBudgets},
+		{[]string{"limits", "syscall_sizes"}, &spec.RouteSizes},
+	}
+	for _, n := range nested {
+		v, ok := valueAt(doc, n.path...)
+		if !ok {
+			continue
+		}
+		// A slot of the wrong type is the schema's finding; the others are still
+		// checked.
+		if raw, err := json.Marshal(v); err == nil {
+			_ = json.Unmarshal(raw, n.into)
+		}
+	}
 	return spec, true
+}
+
+// valueAt returns the value at doc[path...].
+func valueAt(doc map[string]any, path ...string) (any, bool) {
+	var cur any = doc
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
 }
 
 // Digest is the SHA-256 of the image's JSON form, Skills included: two processes
@@ -603,12 +638,8 @@ func (img *Image) Clone() *Image {
 		s.AllowedTools = slices.Clone(s.AllowedTools)
 		c.Skills[i] = s
 	}
-	if img.Limits.SyscallBudgets != nil {
-		c.Limits.SyscallBudgets = map[string]int64{}
-		for k, v := range img.Limits.SyscallBudgets {
-			c.Limits.SyscallBudgets[k] = v
-		}
-	}
+	c.Limits.SyscallBudgets = maps.Clone(img.Limits.SyscallBudgets)
+	c.Limits.SyscallSizes = maps.Clone(img.Limits.SyscallSizes)
 	c.Approvals.Routes = maps.Clone(img.Approvals.Routes)
 	c.Approvals.Tools = maps.Clone(img.Approvals.Tools)
 	c.PolicySpec = img.PolicySpec.Clone()
@@ -625,19 +656,15 @@ func (img *Image) Skill(name string) (Skill, bool) {
 	return Skill{}, false
 }
 
-// RouteApprovals expands the image's route policy into syscalls.Caller.Approvals.
-func (img *Image) RouteApprovals() map[string]syscalls.ApprovalClass {
-	if len(img.Approvals.Routes) == 0 {
-		return nil
-	}
-	out := map[string]syscalls.ApprovalClass{}
-	for _, r := range syscalls.Routes() {
-		area, _, _ := strings.Cut(r.Name, ".")
-		for _, k := range []string{r.Name, area, string(r.Effect)} {
-			if c, ok := img.Approvals.Routes[k]; ok && c == syscalls.ApprovalOperator {
-				out[r.Name] = syscalls.ApprovalOperator
-			}
-		}
-	}
-	return out
+// Policy is the image's route policy with every slot filled: the top-level fields
+// (net, secrets, labels, data_flow, external_tools) and the per-route slots the
+// manifest nests elsewhere (approvals.routes, limits.syscall_budgets,
+// limits.syscall_sizes). It is what syscalls.CompilePolicy checks and the router
+// reads.
+func (img *Image) Policy() syscalls.PolicySpec {
+	spec := img.PolicySpec
+	spec.RouteApprovals = img.Approvals.Routes
+	spec.RouteBudgets = img.Limits.SyscallBudgets
+	spec.RouteSizes = img.Limits.SyscallSizes
+	return spec
 }

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
 	"regexp"
@@ -62,4 +63,27 @@ func TestDefaultImageRouteDocsMatchTheTable(t *testing.T) {
 		return
 	}
 	t.Errorf("the route list of images/default.yaml drifted from the route table; run go test ./engine/image -run TestDefaultImageRouteDocs -update\ngot:\n%s\nwant:\n%s", got, want)
+}
+
+// "Each route declares a typed policy slot that images fill": every slot a route of
+// the table declares is a field of the image manifest, at the place the slot names
+// (PolicySlot.Field), so an image can fill it.
+func TestEverySlotIsAManifestField(t *testing.T) {
+	var schema map[string]any
+	if err := json.Unmarshal(imageSchemaText, &schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range syscalls.Routes() {
+		for _, s := range r.Policy {
+			node := schema
+			for _, part := range strings.Split(strings.TrimPrefix(s.Field(), "/"), "/") {
+				props, _ := node["properties"].(map[string]any)
+				next, ok := props[part].(map[string]any)
+				if !ok {
+					t.Fatalf("%s reads slot %s, at %s in the manifest, which the image schema has no field for", r.Name, s, s.Field())
+				}
+				node = next
+			}
+		}
+	}
 }
