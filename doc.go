@@ -41,9 +41,10 @@
 //     the visibility and Skill gates, approval; open (budget and tool_called); the
 //     handler; settle (result size, output schema, normalisation, tool_result or
 //     tool_failed). Before the handler runs the kernel puts on the Call, as plain
-//     values, all the handler needs: the arguments and the call's syscall authority
-//     (Call.Syscalls, a syscalls.Caller). A built-in tool such as echo ends here: the
-//     call's writes are the kernel's own (engine → store).
+//     values, all the handler needs: the arguments (Call.Args, decoded as Call.Value)
+//     and the call's syscall authority (Call.Syscalls, a syscalls.Caller). A built-in
+//     tool such as echo ends here: the call's writes are the kernel's own (engine →
+//     store).
 //  3. tools: the JIT handler binds the router to that authority (syscalls.Router.For)
 //     and runs the registered program in the sandbox; it calls nothing of the kernel.
 //  4. wasm: the program runs in QuickJS; each libos.syscall crosses the guest boundary

@@ -20,8 +20,8 @@
 // The kernel is step 2 of 6 (package libos lists the steps), between the MCP server
 // (or an embedder) above and the handler, the sandbox, the router and the store below.
 // Before the handler runs it hands the Call everything the handler needs, as plain
-// values: the arguments and the syscall authority (Call.Syscalls). A handler on its
-// way to a syscall calls nothing of the kernel. Only two interfaces it hands down come
+// values: the arguments (Call.Args and Call.Value) and the syscall authority
+// (Call.Syscalls). A handler on its way to a syscall calls nothing of the kernel. Only two interfaces it hands down come
 // back up: the approver (routeApprover) for an operator-class route, and the host tools
 // (Runtime().Tools) for a tools.call syscall, a new call that enters at this step again.
 //
@@ -46,7 +46,7 @@
 // approval, each refusing with call_rejected; open (the budget charge and tool_called
 // in one batch, synced or deferred as the durability stage decides); the handler;
 // settle. The adapter decodes a call's arguments once; the handler gets the decoded
-// value with Call.ArgsValue, and no layer below parses them again.
+// value as Call.Value, and no layer below parses them again.
 //
 // A protocol-frame failure is never a tool failure and never has a tool_called event.
 // A paused process, the Skill gate and an operator-class tool's approval (denied or
@@ -118,7 +118,8 @@
 // gets what it needs from the kernel as values of its Call: Call.Syscalls (its syscall
 // authority) and Call.Sandbox (its sandbox bounds); it calls the kernel only to change
 // the process (Call.InstallTool and Call.ToolKinds for the JIT lifecycle's register,
-// Call.ActivateSkill and Call.DeactivateSkill for the Skill tools).
+// Call.ActivateSkill and Call.DeactivateSkill for the Skill tools); Call.Return only
+// keeps its result on the Call for the pipeline.
 //
 // # Skills
 //

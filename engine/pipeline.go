@@ -469,7 +469,7 @@ func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, erro
 	call := &Call{
 		PID: p.pid, CallID: newID("call_"), Tool: e.Name, Kind: e.Kind, Action: req.name,
 		Args: c.args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
-		Sandbox: p.img.Limits.Sandbox, value: c.args, parsed: true, k: k, p: p,
+		Sandbox: p.img.Limits.Sandbox, Value: c.args, k: k, p: p,
 	}
 	call.Syscalls = k.syscallCaller(p, call)
 	calledData, err := calledDoc(call, c, e.ID, p.limits.MaxDepth)

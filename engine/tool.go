@@ -77,6 +77,12 @@ type Call struct {
 	// Args is the exact arguments object as compact JSON, members in the order the
 	// caller sent them, numbers as written, without the top-level action.
 	Args json.RawMessage
+	// Value is Args as the adapter decoded them (exact JSON, internal/jsonexact): an
+	// object for every call the kernel runs, handed down so that a handler reads its
+	// arguments without parsing them again and without calling back into the kernel.
+	// A Call made outside the pipeline may leave it zero (JSON null): Args holds the
+	// arguments then.
+	Value jsonexact.Value
 	// Via is "model" for HandleFrame and "host" for the host API.
 	Via string
 	// Depth is the tools.call nesting depth: 0 for a call from the model or the host.
@@ -98,9 +104,6 @@ type Call struct {
 	// fields: the sandbox's defaults).
 	Sandbox image.SandboxLimits
 
-	// value is Args as the adapter decoded it; parsed says it is set.
-	value  jsonexact.Value
-	parsed bool
 	// ret is the result the handler handed over with Return, and out the text
 	// Return gave it to return.
 	ret    jsonexact.Doc
@@ -108,16 +111,6 @@ type Call struct {
 
 	k *Kernel
 	p *process
-}
-
-// ArgsValue is Args as the adapter decoded them (exact JSON, internal/jsonexact),
-// handed down so that a handler reads its arguments without parsing them again. A
-// Call made outside the pipeline has no decoded value: Args is decoded here.
-func (c *Call) ArgsValue() (jsonexact.Value, error) {
-	if c.parsed {
-		return c.value, nil
-	}
-	return jsonexact.Decode(c.Args, 0)
 }
 
 // Return hands the pipeline the handler's result as a jsonexact.Doc (a value the

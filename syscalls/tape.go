@@ -256,6 +256,7 @@ type Tape struct {
 	calls    int   // calls observed
 	failure  error // the first mismatch; sticky, even if the guest caught it
 	finished bool
+	refused  *Error // the last error Syscall returned (Refusal)
 }
 
 type tapeEntry struct {
@@ -385,12 +386,33 @@ func checkAgainstRoute(i int, e tapeEntry) error {
 	return bad("error", "error code %q is not one %s fails with in production (%s)", liberr.Clip(e.Error.Code, 64), rt.name, strings.Join(names, ", "))
 }
 
+// Refusal is the last error a Syscall of t returned (a mismatch, or an entry's
+// ok:false error), or nil: what the validator reports when the program let it escape,
+// as Bound.Refusal is for a tool call.
+func (t *Tape) Refusal() *Error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.refused
+}
+
 // Syscall consumes the next entry. A call that does not match it (name, arguments, or
 // no entry left) rejects with tape_mismatch and fails the test for good, even if the
 // guest catches the rejection.
 func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	res, err := t.syscall(name, args)
+	if err != nil {
+		var se *Error
+		if errors.As(err, &se) {
+			t.refused = se
+		}
+	}
+	return res, err
+}
+
+// syscall is Syscall under t.mu.
+func (t *Tape) syscall(name string, args json.RawMessage) (json.RawMessage, error) {
 	call := t.calls
 	t.calls++
 	if t.failure != nil {

@@ -35,7 +35,7 @@ func Echo() engine.Tool {
 // adapter accepted, numbers and strings as written. It hands them back as the value
 // the adapter decoded (Call.Return), so the result is not parsed again.
 func echo(_ context.Context, call *engine.Call) (json.RawMessage, error) {
-	v, err := call.ArgsValue()
+	v, err := argsValue(call)
 	if err != nil {
 		return call.Args, nil // the pipeline refuses it, as any result that is not exact
 	}

@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/image"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/internal/randid"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
@@ -177,10 +177,19 @@ const reportOutput = `{"type":"object","properties":{
 // newID makes the lifecycle's IDs (candidates, tools).
 var newID = randid.New
 
+// argsValue is the call's arguments as the adapter decoded them (engine.Call.Value),
+// or, for a Call made outside the kernel's pipeline, Args decoded here.
+func argsValue(call *engine.Call) (jsonexact.Value, error) {
+	if call.Value.Kind == jsonexact.Object {
+		return call.Value, nil
+	}
+	return jsonexact.Decode(call.Args, 0)
+}
+
 // decodeArgs reads a call's arguments, as the adapter decoded them once, into a map,
 // refusing unknown and missing fields.
 func decodeArgs(call *engine.Call, fields []string) (map[string]any, error) {
-	v, err := call.ArgsValue()
+	v, err := argsValue(call)
 	if err != nil {
 		return nil, errorf(CodeInvalidRequest, "arguments are not exact JSON: %v", err)
 	}
@@ -223,7 +232,7 @@ func (j *JIT) nameTaken(call *engine.Call, name string) (string, error) {
 
 // propose is propose_jit_tool.
 func (j *JIT) propose(ctx context.Context, call *engine.Call) (json.RawMessage, error) {
-	v, err := call.ArgsValue()
+	v, err := argsValue(call)
 	if err != nil {
 		return nil, errorf(CodeInvalidRequest, "the proposal is not exact JSON: %v", err)
 	}
@@ -695,23 +704,4 @@ func (j *JIT) LoadJIT(ctx context.Context, b store.Binding) (engine.Tool, error)
 // be computed at run time, so this reads the text conservatively: any mention counts.
 func reachesNet(c store.Candidate) bool {
 	return strings.Contains(c.SourceCode, "net.") || strings.Contains(string(c.Tests), `"net.`)
-}
-
-// watch passes the syscalls of a validation or replay run to its tape and remembers
-// the last refusal, so that a program that did not catch it fails with the refusal's
-// own code. A JIT tool call needs none: its router remembers (syscalls.Bound.Refusal).
-type watch struct {
-	inner  wasm.Syscaller
-	denied atomic.Pointer[syscalls.Error]
-}
-
-func (w *watch) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
-	res, err := w.inner.Syscall(ctx, name, args)
-	if err != nil {
-		var se *syscalls.Error
-		if errors.As(err, &se) {
-			w.denied.Store(se)
-		}
-	}
-	return res, err
 }

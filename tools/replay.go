@@ -271,12 +271,11 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 		return notReplayable(c, errorf(CodeNotReplayable, "%s", syscallText(err))), nil
 	}
 	rec := &recorder{inner: player}
-	w := &watch{inner: rec}
 	args := c.args
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	res, runErr := rp.sb.Run(ctx, p.source, args, w, wasm.Options{Limits: rp.opts.Limits, Seed: CallSeed(c.id)})
+	res, runErr := rp.sb.Run(ctx, p.source, args, rec, wasm.Options{Limits: rp.opts.Limits, Seed: CallSeed(c.id)})
 	if ctx.Err() != nil {
 		return ReplayResult{}, ctx.Err()
 	}
@@ -290,7 +289,7 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 	// engine judges a JIT tool's return (output schema included).
 	gotCode, gotValue := "", json.RawMessage(nil)
 	if runErr != nil {
-		gotCode = string(liberr.CodeOf(runError(c.tool, runErr, w.denied.Load())))
+		gotCode = string(liberr.CodeOf(runError(c.tool, runErr, player.Refusal())))
 	} else {
 		v, derr := jsonexact.DecodeAny(res.Value, 0)
 		switch {

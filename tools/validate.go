@@ -405,8 +405,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 		}
 		return fail(syscalls.CodeTapeInvalid, syscallText(err), nil, "")
 	}
-	w := &watch{inner: tape}
-	res, runErr := v.sandbox.Run(ctx, prog.Source, tc.args, w,
+	res, runErr := v.sandbox.Run(ctx, prog.Source, tc.args, tape,
 		wasm.Options{Limits: v.run, Seed: ValidationSeed})
 	if res != nil {
 		for _, l := range res.Logs {
@@ -435,7 +434,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 			tr.Observed = observed(res.Value)
 			return fail(CodeExpectedMismatch, fmt.Sprintf("returned a value; expected the refusal %s", tc.expectErr), nil, "")
 		}
-		if got := string(liberr.CodeOf(runError("the program", runErr, w.denied.Load()))); got != tc.expectErr {
+		if got := string(liberr.CodeOf(runError("the program", runErr, tape.Refusal()))); got != tc.expectErr {
 			return fail(CodeExpectedMismatch, fmt.Sprintf("failed with %s; expected the refusal %s: %s", got, tc.expectErr, runErr.Error()), nil, "")
 		}
 		tr.OK = true
