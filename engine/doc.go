@@ -46,7 +46,11 @@
 // approval, each refusing with call_rejected; open (the budget charge and tool_called
 // in one batch, synced or deferred as the durability stage decides); the handler;
 // settle. The adapter decodes a call's arguments once; the handler gets the decoded
-// value as Call.Value, and no layer below parses them again.
+// value as Call.Value, and no layer below parses them again: the call's events reach
+// the store as jsonexact.Doc (store.Tx.AppendDoc, checked without a parse), a
+// tools.call hands its decoded arguments down (HostTools.CallToolValue), and a handler
+// that holds its result as a Doc (a JIT tool's output, decoded once where it leaves
+// the sandbox; echo's arguments) hands it to settle with Call.Return.
 //
 // A protocol-frame failure is never a tool failure and never has a tool_called event.
 // A paused process, the Skill gate and an operator-class tool's approval (denied or
