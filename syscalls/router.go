@@ -136,7 +136,24 @@ func (b *Bound) Refusal() *Error { return b.refused.Load() }
 // budget → provider → result validation → audit event. Every outcome, allowed or
 // denied, is one audit event; a call whose event cannot be written fails.
 func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
-	res, err := b.syscall(ctx, name, args)
+	return b.settle(b.syscall(ctx, name, decodeArgs(args)))
+}
+
+// SyscallExact is Syscall for arguments the sandbox has already decoded exactly:
+// value is args's one decoding (wasm.ExactSyscaller), and nothing here parses them
+// again. Every check, the audit record and the journal read value as they would read
+// Syscall's own decoding.
+func (b *Bound) SyscallExact(ctx context.Context, name string, args json.RawMessage, value jsonexact.Value) (json.RawMessage, error) {
+	in := syscallArgs{sent: args, raw: args, value: value}
+	if len(args) == 0 {
+		// The sandbox never sends nothing; kept in step with decodeArgs all the same.
+		in = decodeArgs(args)
+	}
+	return b.settle(b.syscall(ctx, name, in))
+}
+
+// settle notes a refusal (Refusal) and hands the outcome on.
+func (b *Bound) settle(res json.RawMessage, err error) (json.RawMessage, error) {
 	if err != nil {
 		var se *Error
 		if errors.As(err, &se) {
@@ -146,12 +163,13 @@ func (b *Bound) Syscall(ctx context.Context, name string, args json.RawMessage) 
 	return res, err
 }
 
-func (b *Bound) syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+func (b *Bound) syscall(ctx context.Context, name string, in syscallArgs) (json.RawMessage, error) {
 	start := time.Now()
 	ev := auditEvent{Route: liberr.Clip(name, 64), Tool: b.caller.Tool, Depth: b.caller.Depth}
-	// The arguments are parsed once, here at the boundary: the audit record, the
-	// route's checks, its provider and the journal all read this decoding.
-	in := decodeArgs(args)
+	// The arguments are parsed once, at the boundary (the sandbox's, or Syscall's
+	// own): the audit record, the route's checks, its provider and the journal all
+	// read that decoding.
+	args := in.sent
 	exact := len(args) > 0 && in.err == nil
 	ev.noteArgs(args, exact)
 	var staged *call

@@ -23,10 +23,10 @@ func parsesOf(t *testing.T, w *world, pid, tool, args string) uint64 {
 // arguments again adds one and fails this test.
 //
 //	echo:               the frame (adapter)                                       = 1
-//	JIT tool + kv.put:  the frame · the syscall's arguments, once at the boundary ·
+//	JIT tool + kv.put:  the frame · the syscall's arguments, once where they leave the sandbox ·
 //	                    its result · its audit event · the guest's result (sandbox) = 5
-//	JIT tool + tools.call echo: the frame · the syscall's arguments, once at the
-//	                    boundary (echo's arguments are handed down in them) · its
+//	JIT tool + tools.call echo: the frame · the syscall's arguments, once where they
+//	                    leave the sandbox (echo's arguments are handed down in them) · its
 //	                    result · its audit event · the guest's result             = 5
 //	validate (refused): the frame                                                 = 1
 //
@@ -42,7 +42,10 @@ func parsesOf(t *testing.T, w *world, pid, tool, args string) uint64 {
 // and validate_jit_tool decoded its arguments again in the handler; then 4, 7 and 3,
 // while the store parsed every event the kernel wrote, and 2 while settle parsed
 // echo's result; a nested tools.call cost 6 while the kernel parsed the nested
-// arguments again.
+// arguments again. The sandbox's host once checked a syscall's arguments with
+// json.Valid (uncounted) before the router decoded them; now its one exact decoding
+// is counted here and handed to the router (wasm.ExactSyscaller), which parses
+// nothing.
 func TestParsesPerCall(t *testing.T) {
 	w := newWorld(t)
 	pid := w.spawn(t, engine.Direct, "kv:write", "tools:call")

@@ -278,13 +278,20 @@ func hostSyscall(ctx context.Context, mod api.Module, stack []uint64) {
 	case nameLen > maxSyscallName || !utf8.Valid(nameBytes) || c.sys == nil:
 		// One fixed answer that reveals nothing about which routes exist.
 		resp = errorResponse(CodeUnknownSyscall, "unknown syscall")
-	case !json.Valid(argBytes):
-		resp = errorResponse(CodeSyscallArgsInvalid, "syscall arguments are not JSON")
 	default:
-		name := string(nameBytes)
+		// The arguments are parsed here, once, exactly: a Syscaller that takes them
+		// decoded (ExactSyscaller) reads this decoding and parses nothing. Text that is
+		// JSON but not exact JSON (a repeated key, a lone surrogate, too deep) goes on as
+		// text, for the Syscaller's own exact check to refuse with its own error; only
+		// on that failure path does json.Valid tell it from text that is not JSON.
 		args := json.RawMessage(append([]byte(nil), argBytes...))
+		value, derr := jsonexact.Decode(args, 0)
+		if derr != nil && !json.Valid(args) {
+			resp = errorResponse(CodeSyscallArgsInvalid, "syscall arguments are not JSON")
+			break
+		}
 		var interrupt bool
-		resp, interrupt = c.invoke(name, args)
+		resp, interrupt = c.invoke(string(nameBytes), args, value, derr == nil)
 		if interrupt {
 			return
 		}
@@ -295,8 +302,8 @@ func hostSyscall(ctx context.Context, mod api.Module, stack []uint64) {
 
 // invoke runs the Syscaller and builds the response the guest will take. interrupt is
 // true when the call must stop instead (deadline, cancellation, a limit).
-func (c *call) invoke(name string, args json.RawMessage) (resp []byte, interrupt bool) {
-	result, err := c.safeSyscall(name, args)
+func (c *call) invoke(name string, args json.RawMessage, value jsonexact.Value, exact bool) (resp []byte, interrupt bool) {
+	result, err := c.safeSyscall(name, args, value, exact)
 	// The deadline is checked on the monotonic clock, as poll does: a Syscaller that
 	// gave up because time ran out can return before the context's timer has fired
 	// (and a caller's deadline may be only advisory), and its failure must not reach
@@ -347,12 +354,15 @@ func (c *call) invoke(name string, args json.RawMessage) (resp []byte, interrupt
 
 // safeSyscall turns a panicking Syscaller into an ordinary failure: the guest sees the
 // generic code, the host keeps running.
-func (c *call) safeSyscall(name string, args json.RawMessage) (result json.RawMessage, err error) {
+func (c *call) safeSyscall(name string, args json.RawMessage, value jsonexact.Value, exact bool) (result json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			result, err = nil, fmt.Errorf("wasm: syscaller panicked: %v", r)
 		}
 	}()
+	if es, ok := c.sys.(ExactSyscaller); ok && exact {
+		return es.SyscallExact(c.ctx, name, args, value)
+	}
 	return c.sys.Syscall(c.ctx, name, args)
 }
 

@@ -27,6 +27,17 @@ type Syscaller interface {
 	Syscall(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)
 }
 
+// ExactSyscaller is a Syscaller that takes a syscall's arguments as the host decoded
+// them. The host parses every syscall's arguments once, exactly (internal/jsonexact),
+// where they leave the guest; when they are exact JSON it calls SyscallExact with
+// that decoding, value, beside the text as the guest sent it, args, so that the
+// Syscaller checks and reads them without parsing them again. Arguments that are JSON
+// but not exact JSON still reach Syscall, as text.
+type ExactSyscaller interface {
+	Syscaller
+	SyscallExact(ctx context.Context, name string, args json.RawMessage, value jsonexact.Value) (json.RawMessage, error)
+}
+
 // Default limits, used for each zero field of Limits.
 const (
 	DefaultWallTime     = 2 * time.Second
