@@ -123,13 +123,7 @@ func checkRaw(what string, raws ...json.RawMessage) error {
 // settlement closes it. The event is durable only when Update returns nil (after
 // UpdateDeferred: when a later synced write returns nil).
 func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
-	if err := tx.check(); err != nil {
-		return Event{}, err
-	}
-	if err := checkID("pid", pid); err != nil {
-		return Event{}, err
-	}
-	if err := checkID("event type", typ); err != nil {
+	if err := tx.checkAppend(pid, typ); err != nil {
 		return Event{}, err
 	}
 	compact, call, err := checkEventData(typ, data)
@@ -144,13 +138,7 @@ func (tx *Tx) Append(pid, typ string, data json.RawMessage) (Event, error) {
 // its size, the call_id) without parsing the text again. The kernel writes the events
 // of a call this way, from values it has already decoded or built.
 func (tx *Tx) AppendDoc(pid, typ string, data jsonexact.Doc) (Event, error) {
-	if err := tx.check(); err != nil {
-		return Event{}, err
-	}
-	if err := checkID("pid", pid); err != nil {
-		return Event{}, err
-	}
-	if err := checkID("event type", typ); err != nil {
+	if err := tx.checkAppend(pid, typ); err != nil {
 		return Event{}, err
 	}
 	compact, call, err := checkEventDoc(typ, data)
@@ -158,6 +146,18 @@ func (tx *Tx) AppendDoc(pid, typ string, data jsonexact.Doc) (Event, error) {
 		return Event{}, err
 	}
 	return tx.append(pid, typ, compact, call)
+}
+
+// checkAppend is what Append and AppendDoc check before the event's data: the batch is
+// still open, and the pid and event type are well-formed identifiers.
+func (tx *Tx) checkAppend(pid, typ string) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if err := checkID("pid", pid); err != nil {
+		return err
+	}
+	return checkID("event type", typ)
 }
 
 // append adds an event whose compact data and call ID have been checked.
