@@ -468,8 +468,15 @@ func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, erro
 	req, e := c.req, c.e
 	call := &Call{
 		PID: p.pid, CallID: newID("call_"), Tool: e.Name, Kind: e.Kind, Action: req.name,
-		Args: c.args.Compact(), Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
+		Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
 		Sandbox: p.img.Limits.Sandbox, Value: c.args, k: k, p: p,
+	}
+	// The arguments were decoded within the process's depth bound, so Encode, which
+	// parses nothing, always succeeds; Compact stays the answer should it not.
+	if d, err := jsonexact.Encode(c.args, p.limits.MaxDepth); err == nil {
+		call.Args, call.ArgsDoc = d.Bytes(), d
+	} else {
+		call.Args = c.args.Compact()
 	}
 	call.Syscalls = k.syscallCaller(p, call)
 	calledData, err := calledDoc(call, c, e.ID, p.limits.MaxDepth)

@@ -83,6 +83,10 @@ type Call struct {
 	// A Call made outside the pipeline may leave it zero (JSON null): Args holds the
 	// arguments then.
 	Value jsonexact.Value
+	// ArgsDoc is Args as a jsonexact.Doc, the proof that they are exact JSON, so that
+	// a handler hands them on (to the sandbox, wasm.Engine.RunDoc) without their being
+	// checked as JSON again. Zero for a Call made outside the pipeline.
+	ArgsDoc jsonexact.Doc
 	// Via is "model" for HandleFrame and "host" for the host API.
 	Via string
 	// Depth is the tools.call nesting depth: 0 for a call from the model or the host.

@@ -597,7 +597,15 @@ func (j *JIT) handler(program string) engine.Handler {
 		// and new Date() throw ambient_clock, and the time reaches a tool only through
 		// clock.now, which checks clock:now and is audited. Math.random is seeded afresh
 		// for every call, from the call's ID, so that a replay draws the same numbers.
-		res, err := j.sandbox.Run(ctx, program, call.Args, b, wasm.Options{Limits: j.runLimits(call.Sandbox), Seed: CallSeed(call.CallID)})
+		opts := wasm.Options{Limits: j.runLimits(call.Sandbox), Seed: CallSeed(call.CallID)}
+		var res *wasm.Result
+		var err error
+		if !call.ArgsDoc.IsZero() {
+			// Exact already (the kernel decoded them): not checked as JSON again.
+			res, err = j.sandbox.RunDoc(ctx, program, call.ArgsDoc, b, opts)
+		} else {
+			res, err = j.sandbox.Run(ctx, program, call.Args, b, opts)
+		}
 		if err != nil {
 			return nil, runError(call.Tool, err, b.Refusal())
 		}

@@ -173,7 +173,7 @@ func BenchmarkCPULoop(b *testing.B) {
 			opts := Options{Seed: 1, noPoll: !on, Limits: Limits{WallTime: time.Minute}}
 			var polls int64
 			for b.Loop() {
-				res, c, err := e.run(ctx, cpuLoopProgram, nil, nil, opts)
+				res, c, err := e.run(ctx, cpuLoopProgram, nil, nil, nil, opts)
 				if err != nil || len(res.Value) == 0 {
 					b.Fatal(res, err)
 				}

@@ -174,12 +174,26 @@ func (e *Engine) resolve(l Limits) Limits {
 // Value but with the logs and stats gathered so far. Other errors (ErrClosed, a guest
 // that cannot be instantiated) come with a nil Result.
 func (e *Engine) Run(ctx context.Context, program string, args json.RawMessage, sys Syscaller, opts Options) (*Result, error) {
-	res, _, err := e.run(ctx, program, args, sys, opts)
+	res, _, err := e.run(ctx, program, args, nil, sys, opts)
+	return res, err
+}
+
+// RunDoc is Run for arguments that are a jsonexact.Doc: exact JSON already (the kernel
+// decoded them), so they are not checked as JSON again, only for being an object and
+// for numbers the guest would see changed (CodeNumberInexact), found by walking the
+// decoded value. The zero Doc means {}.
+func (e *Engine) RunDoc(ctx context.Context, program string, args jsonexact.Doc, sys Syscaller, opts Options) (*Result, error) {
+	if args.IsZero() {
+		res, _, err := e.run(ctx, program, nil, nil, sys, opts)
+		return res, err
+	}
+	res, _, err := e.run(ctx, program, args.Bytes(), &args, sys, opts)
 	return res, err
 }
 
 // run is Run that also hands back the call's state, for benchmarks that report on it.
-func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, sys Syscaller, opts Options) (*Result, *call, error) {
+// run runs program; doc, when not nil, is args as a jsonexact.Doc (RunDoc).
+func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, doc *jsonexact.Doc, sys Syscaller, opts Options) (*Result, *call, error) {
 	start := time.Now()
 	if !e.enter() {
 		return nil, nil, fmt.Errorf("wasm: run: %w", ErrClosed)
@@ -192,11 +206,22 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 		args = json.RawMessage("{}")
 	}
 	res := &Result{}
-	if !json.Valid(args) || args[0] != '{' {
-		return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"})
-	}
-	if ptr, num, became, bad := jsonexact.Inexact(args); bad {
-		return res, nil, asError(inexactError("arguments", ptr, num, became))
+	if doc != nil {
+		// Exact JSON by construction: no JSON check, and the number scan walks the
+		// decoded value instead of parsing the text.
+		if doc.Kind() != jsonexact.Object {
+			return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"})
+		}
+		if ptr, num, became, bad := jsonexact.InexactValue(doc.Value(), args); bad {
+			return res, nil, asError(inexactError("arguments", ptr, num, became))
+		}
+	} else {
+		if !json.Valid(args) || args[0] != '{' {
+			return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"})
+		}
+		if ptr, num, became, bad := jsonexact.Inexact(args); bad {
+			return res, nil, asError(inexactError("arguments", ptr, num, became))
+		}
 	}
 	if ctx.Err() != nil {
 		return res, nil, asError(&Fault{Code: CodeCanceled, Message: "context done before the call started"})

@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,46 @@ func TestSyscallArgsParsedOnceByTheHost(t *testing.T) {
 				t.Fatalf("%s: reached the Syscaller %d times, response %s; want %s", c.what, rec.viaText+rec.viaExact, c2.pending, c.want)
 			}
 		}
+	}
+}
+
+// RunDoc takes arguments the kernel has decoded (a jsonexact.Doc, exact by
+// construction): they are not checked as JSON again, and they get the answers Run
+// gives the same text. Protocol-diagnostics Skill: "Numbers keep their exact spelling
+// (2^53+1 stays exact)": a number a double cannot hold is refused, never rounded,
+// with its JSON Pointer; arguments that are not an object are refused as such.
+func TestRunDocAnswersAsRun(t *testing.T) {
+	e := hostTestEngine(t)
+	const prog = `function run(a) { return a; }`
+	doc := func(s string) jsonexact.Doc {
+		d, err := jsonexact.DecodeDoc([]byte(s), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for _, args := range []string{`{"ok":1,"n":{"deep":[0.5,9007199254740993]}}`, `{"x~":1e400}`, `[1]`, `"s"`} {
+		_, runErr := e.Run(hostCtx(t), prog, json.RawMessage(args), nil, Options{})
+		d := doc(args)
+		before := jsonexact.Decodes()
+		_, docErr := e.RunDoc(hostCtx(t), prog, d, nil, Options{})
+		if n := jsonexact.Decodes() - before; n != 0 {
+			t.Errorf("%s: RunDoc parsed %d documents before refusing", args, n)
+		}
+		var rf, df *Fault
+		if !errors.As(runErr, &rf) || !errors.As(docErr, &df) || rf.Code != df.Code || rf.Path != df.Path || rf.Message != df.Message {
+			t.Fatalf("%s: Run %v, RunDoc %v: want the same refusal", args, runErr, docErr)
+		}
+	}
+	for _, args := range []string{`{"a":9007199254740992,"b":0.1,"c":1e300,"s":"\u00e9"}`, `{}`} {
+		run := mustRun(t, e, prog, args, nil, Options{})
+		res, err := e.RunDoc(hostCtx(t), prog, doc(args), nil, Options{})
+		if err != nil || string(res.Value) != string(run.Value) {
+			t.Fatalf("%s: RunDoc %v %s, Run %s", args, err, res.Value, run.Value)
+		}
+	}
+	res, err := e.RunDoc(hostCtx(t), prog, jsonexact.Doc{}, nil, Options{})
+	if err != nil || string(res.Value) != `{}` {
+		t.Fatalf("the zero Doc: %v %s, want {}", err, res.Value)
 	}
 }

@@ -121,3 +121,35 @@ func inexactIn(dec *json.Decoder, ptr string) (string, string, string, bool) {
 	}
 	return "", "", "", false
 }
+
+// InexactValue is Inexact for a value already decoded (v, whose compact or original
+// text is data): it parses nothing. data lets the common case, no suspect number at
+// all, be proved by the same byte scan; only then is v walked, in document order.
+func InexactValue(v Value, data []byte) (ptr, num, became string, found bool) {
+	if !hasSuspect(data) {
+		return "", "", "", false
+	}
+	return inexactValue(&v, "")
+}
+
+func inexactValue(v *Value, ptr string) (string, string, string, bool) {
+	switch v.Kind {
+	case Number:
+		if !exact(v.S) {
+			return ptr, v.S, became(v.S), true
+		}
+	case Object:
+		for i := range v.O {
+			if p, n, b, ok := inexactValue(&v.O[i].Val, ptr+"/"+EscapePointer(v.O[i].Key)); ok {
+				return p, n, b, ok
+			}
+		}
+	case Array:
+		for i := range v.A {
+			if p, n, b, ok := inexactValue(&v.A[i], ptr+"/"+strconv.Itoa(i)); ok {
+				return p, n, b, ok
+			}
+		}
+	}
+	return "", "", "", false
+}

@@ -22,6 +22,20 @@ func TestInexact(t *testing.T) {
 		if !found || ptr != tc.ptr || num != tc.num || became != tc.became {
 			t.Errorf("%s: %q %q %q %v, want %q %q %q", tc.doc, ptr, num, became, found, tc.ptr, tc.num, tc.became)
 		}
+		// InexactValue, for a value already decoded, finds the same number at the same
+		// place without parsing the text.
+		v, err := Decode([]byte(tc.doc), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := Decodes()
+		ptr, num, became, found = InexactValue(v, []byte(tc.doc))
+		if Decodes() != before {
+			t.Errorf("%s: InexactValue parsed the document", tc.doc)
+		}
+		if !found || ptr != tc.ptr || num != tc.num || became != tc.became {
+			t.Errorf("InexactValue %s: %q %q %q %v, want %q %q %q", tc.doc, ptr, num, became, found, tc.ptr, tc.num, tc.became)
+		}
 	}
 	for _, doc := range []string{
 		`{"n":9007199254740992,"m":-9007199254740991,"f":0.1,"e":1e300,"z":-0,"g":1.5e-300}`,
@@ -32,6 +46,13 @@ func TestInexact(t *testing.T) {
 	} {
 		if ptr, num, _, found := Inexact([]byte(doc)); found {
 			t.Errorf("%s: %s at %s reported; every number survives a double", doc, num, ptr)
+		}
+		v, err := Decode([]byte(doc), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ptr, num, _, found := InexactValue(v, []byte(doc)); found {
+			t.Errorf("InexactValue %s: %s at %s reported; every number survives a double", doc, num, ptr)
 		}
 	}
 }
