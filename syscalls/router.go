@@ -171,7 +171,7 @@ func (b *Bound) syscall(ctx context.Context, name string, in syscallArgs) (json.
 	// read that decoding.
 	args := in.sent
 	exact := len(args) > 0 && in.err == nil
-	ev.noteArgs(args, exact)
+	ev.noteArgs(args, in)
 	var staged *call
 	result, err := b.run(ctx, name, in, &ev, &staged)
 	if err != nil {
@@ -461,6 +461,9 @@ type auditEvent struct {
 	// Labels are the data-flow labels this call's result carried.
 	Labels         []string `json:"labels,omitempty"`
 	DurationMicros int64    `json:"duration_us"`
+
+	// argsValue is Args as the boundary decoded them, for doc.
+	argsValue jsonexact.Value
 }
 
 // auditJournal names the journal entry of a syscall: its index in the call and the
@@ -482,15 +485,86 @@ type auditApproval struct {
 // are kept as their digest and size.
 const maxAuditArgs = 1024
 
-func (ev *auditEvent) noteArgs(args json.RawMessage, exact bool) {
+func (ev *auditEvent) noteArgs(args json.RawMessage, in syscallArgs) {
 	sum := sha256.Sum256(args)
 	ev.ArgsSHA256 = hex.EncodeToString(sum[:])
 	ev.ArgsBytes = len(args)
 	// Only exact JSON is kept whole: the store refuses event data that is not, and a
 	// refusal's audit event must not be lost with it.
-	if len(args) <= maxAuditArgs && exact {
+	if len(args) > 0 && len(args) <= maxAuditArgs && in.err == nil {
 		ev.Args = append(json.RawMessage(nil), args...)
+		ev.argsValue = in.value
 	}
+}
+
+// doc builds the event's data as a jsonexact.Doc, members in the order (and with the
+// omissions) of its JSON tags, the arguments as the boundary decoded them: the store
+// takes it without parsing it (store.Tx.AppendDoc).
+func (ev *auditEvent) doc() (jsonexact.Doc, error) {
+	ms := make([]jsonexact.Member, 0, 20)
+	add := func(k string, v jsonexact.Value) { ms = append(ms, jsonexact.Member{Key: k, Val: v}) }
+	str := func(k, s string) {
+		if s != "" {
+			add(k, jsonexact.Str(s))
+		}
+	}
+	add("route", jsonexact.Str(ev.Route))
+	str("tool", ev.Tool)
+	str("call_id", ev.CallID)
+	if j := ev.Journal; j != nil {
+		jm := []jsonexact.Member{{Key: "index", Val: jsonexact.Int(int64(j.Index))}, {Key: "sha256", Val: jsonexact.Str(j.SHA256)}}
+		if j.Truncated {
+			jm = append(jm, jsonexact.Member{Key: "truncated", Val: jsonexact.Boolean(true)})
+		}
+		add("journal", jsonexact.Obj(jm...))
+	}
+	add("depth", jsonexact.Int(int64(ev.Depth)))
+	add("decision", jsonexact.Str(ev.Decision))
+	add("stage", jsonexact.Str(ev.Stage))
+	str("code", ev.Code)
+	str("reason", ev.Reason)
+	str("cause", ev.Cause)
+	str("capability", ev.Capability)
+	if a := ev.Approval; a != nil {
+		am := []jsonexact.Member{{Key: "class", Val: jsonexact.Str(a.Class)}, {Key: "approved", Val: jsonexact.Boolean(a.Approved)}}
+		if a.By != "" {
+			am = append(am, jsonexact.Member{Key: "by", Val: jsonexact.Str(a.By)})
+		}
+		if a.Reason != "" {
+			am = append(am, jsonexact.Member{Key: "reason", Val: jsonexact.Str(a.Reason)})
+		}
+		add("approval", jsonexact.Obj(am...))
+	}
+	if len(ev.Args) > 0 {
+		add("args", ev.argsValue)
+	}
+	add("args_bytes", jsonexact.Int(int64(ev.ArgsBytes)))
+	add("args_sha256", jsonexact.Str(ev.ArgsSHA256))
+	str("result_sha256", ev.ResultSHA256)
+	if n := ev.Net; n != nil {
+		nm := []jsonexact.Member{{Key: "method", Val: jsonexact.Str(n.Method)}, {Key: "host", Val: jsonexact.Str(n.Host)}, {Key: "path", Val: jsonexact.Str(n.Path)}}
+		if n.Address != "" {
+			nm = append(nm, jsonexact.Member{Key: "address", Val: jsonexact.Str(n.Address)})
+		}
+		if n.Status != 0 {
+			nm = append(nm, jsonexact.Member{Key: "status", Val: jsonexact.Int(int64(n.Status))})
+		}
+		nm = append(nm, jsonexact.Member{Key: "request_bytes", Val: jsonexact.Int(int64(n.RequestBytes))},
+			jsonexact.Member{Key: "response_bytes", Val: jsonexact.Int(n.ResponseBytes)})
+		if n.Redirects != 0 {
+			nm = append(nm, jsonexact.Member{Key: "redirects", Val: jsonexact.Int(int64(n.Redirects))})
+		}
+		if n.Secrets != "" {
+			nm = append(nm, jsonexact.Member{Key: "secrets", Val: jsonexact.Str(n.Secrets)})
+		}
+		add("net", jsonexact.Obj(nm...))
+	}
+	if len(ev.Labels) > 0 {
+		add("labels", jsonexact.Strs(ev.Labels))
+	}
+	add("duration_us", jsonexact.Int(ev.DurationMicros))
+	// The arguments sit one level below the event's object.
+	return jsonexact.Encode(jsonexact.Obj(ms...), jsonexact.DefaultMaxDepth+1)
 }
 
 // update writes fn's batch: synced, or deferred to the settlement of the caller's
@@ -526,11 +600,11 @@ func (b *Bound) commit(ctx context.Context, ev *auditEvent, writes []func(tx *st
 			ev.CallID = entry.CallID
 			ev.Journal = &auditJournal{Index: entry.Index, SHA256: sum, Truncated: entry.Truncated}
 		}
-		data, err := json.Marshal(ev)
+		data, err := ev.doc()
 		if err != nil {
 			return err
 		}
-		_, err = tx.Append(b.caller.PID, EventSyscall, data)
+		_, err = tx.AppendDoc(b.caller.PID, EventSyscall, data)
 		return err
 	})
 }

@@ -23,18 +23,19 @@ func parsesOf(t *testing.T, w *world, pid, tool, args string) uint64 {
 // arguments again adds one and fails this test.
 //
 //	echo:               the frame (adapter)                                       = 1
-//	JIT tool + kv.put:  the frame · the syscall's arguments, once where they leave the sandbox ·
-//	                    its result · its audit event · the guest's result (sandbox) = 5
+//	JIT tool + kv.put:  the frame · the syscall's arguments, once where they leave
+//	                    the sandbox · its result · the guest's result (sandbox)   = 4
 //	JIT tool + tools.call echo: the frame · the syscall's arguments, once where they
-//	                    leave the sandbox (echo's arguments are handed down in them) · its
-//	                    result · its audit event · the guest's result             = 5
+//	                    leave the sandbox (echo's arguments are handed down in them) ·
+//	                    its result · the guest's result                           = 4
 //	validate (refused): the frame                                                 = 1
 //
 // The guest's result is parsed once, exactly, where it leaves the sandbox
 // (wasm.Result.Doc), and handed to settle with Call.Return. The syscall's result is
 // the provider's, checked against the route's result schema. Nothing the kernel
 // built from a parsed value is parsed again: its events
-// (tool_called, tool_result, tool_failed) reach the store as jsonexact.Doc, which the
+// (tool_called, tool_result, tool_failed) and the router's syscall audit events reach
+// the store as jsonexact.Doc, which the
 // store checks without parsing, and echo hands its result back with Call.Return.
 //
 // Before the arguments were handed down these were 4, 9 and 4: the router decoded a
@@ -45,7 +46,8 @@ func parsesOf(t *testing.T, w *world, pid, tool, args string) uint64 {
 // arguments again. The sandbox's host once checked a syscall's arguments with
 // json.Valid (uncounted) before the router decoded them; now its one exact decoding
 // is counted here and handed to the router (wasm.ExactSyscaller), which parses
-// nothing.
+// nothing. The syscall's audit event was 1 more while the router wrote it with
+// json.Marshal and the store parsed it back.
 func TestParsesPerCall(t *testing.T) {
 	w := newWorld(t)
 	pid := w.spawn(t, engine.Direct, "kv:write", "tools:call")
@@ -63,8 +65,8 @@ func TestParsesPerCall(t *testing.T) {
 		max              uint64
 	}{
 		{"echo", tools.EchoName, `{"n":1,"s":"x"}`, 1},
-		{"a JIT tool with one kv.put", "put_once", `{"n":1}`, 5},
-		{"a JIT tool that calls echo with tools.call", "calls_echo", `{"n":1}`, 5},
+		{"a JIT tool with one kv.put", "put_once", `{"n":1}`, 4},
+		{"a JIT tool that calls echo with tools.call", "calls_echo", `{"n":1}`, 4},
 		{"validate_jit_tool of an unknown candidate", tools.ValidateName, idArg("tcand_00000000000000000000000000000000"), 1},
 	} {
 		n := parsesOf(t, w, pid, c.tool, c.args)
