@@ -399,9 +399,20 @@ func (t *Tape) Refusal() *Error {
 // no entry left) rejects with tape_mismatch and fails the test for good, even if the
 // guest catches the rejection.
 func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	return t.settle(name, args, nil)
+}
+
+// SyscallExact is Syscall for arguments the sandbox has already decoded exactly
+// (wasm.ExactSyscaller): the tape compares and checks that decoding, parsing nothing.
+func (t *Tape) SyscallExact(_ context.Context, name string, args json.RawMessage, value jsonexact.Value) (json.RawMessage, error) {
+	return t.settle(name, args, &value)
+}
+
+// settle runs one call under t.mu and notes a refusal (Refusal).
+func (t *Tape) settle(name string, args json.RawMessage, value *jsonexact.Value) (json.RawMessage, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	res, err := t.syscall(name, args)
+	res, err := t.syscall(name, args, value)
 	if err != nil {
 		var se *Error
 		if errors.As(err, &se) {
@@ -411,16 +422,21 @@ func (t *Tape) Syscall(_ context.Context, name string, args json.RawMessage) (js
 	return res, err
 }
 
-// syscall is Syscall under t.mu.
-func (t *Tape) syscall(name string, args json.RawMessage) (json.RawMessage, error) {
+// syscall is Syscall under t.mu; value, when not nil, is args already decoded exactly.
+func (t *Tape) syscall(name string, args json.RawMessage, value *jsonexact.Value) (json.RawMessage, error) {
 	call := t.calls
 	t.calls++
 	if t.failure != nil {
 		return nil, t.failure
 	}
 	// The arguments are parsed once: the comparison with the entry and the route's
-	// schema read the same decoding.
-	in := decodeArgs(args)
+	// schema read the same decoding, the sandbox's when it hands one over.
+	var in syscallArgs
+	if value != nil && len(args) > 0 {
+		in = syscallArgs{sent: args, raw: args, value: *value}
+	} else {
+		in = decodeArgs(args)
+	}
 	decErr := in.err
 	if len(args) == 0 {
 		// decodeArgs reads no arguments as {}; a tape holds the call to what it sent.

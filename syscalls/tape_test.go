@@ -393,3 +393,42 @@ func TestTapePlayerParsesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// "Parse a call's arguments once and hand the parsed value down": a tape handed the
+// sandbox's exact decoding (wasm.ExactSyscaller) parses nothing, and answers as
+// Syscall does for the same text.
+func TestTapeSyscallExactParsesNothing(t *testing.T) {
+	const tapeText = `[{"name":"kv.get","args":{"key":"k"},"result":{"found":false,"value":null}},
+		{"name":"kv.get","args":{"key":"k"},"result":{"found":false,"value":null}}]`
+	es, err := ParseTape([]byte(tapeText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tape, err := NewTape(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := json.RawMessage(`{"key":"k"}`)
+	value, err := jsonexact.Decode(args, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := jsonexact.Decodes()
+	exact, err := tape.SyscallExact(context.Background(), "kv.get", args, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := jsonexact.Decodes() - before; n != 0 {
+		t.Fatalf("SyscallExact parsed %d documents, want 0", n)
+	}
+	plain, err := tape.Syscall(context.Background(), "kv.get", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(exact) != string(plain) {
+		t.Fatalf("SyscallExact answered %s, Syscall %s", exact, plain)
+	}
+	if err := tape.Finish(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -5,7 +5,9 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/internal/jsonexact"
+	"github.com/agentlibos/libos/syscalls"
 	"github.com/agentlibos/libos/tools"
+	"github.com/agentlibos/libos/wasm"
 )
 
 // parsesOf returns how many JSON documents one model call of tool with args costs,
@@ -76,3 +78,10 @@ func TestParsesPerCall(t *testing.T) {
 		}
 	}
 }
+
+// The sandbox hands its exact decoding of a syscall's arguments to the router and to a
+// validation tape alike, so neither parses them again.
+var (
+	_ wasm.ExactSyscaller = (*syscalls.Bound)(nil)
+	_ wasm.ExactSyscaller = (*syscalls.Tape)(nil)
+)
