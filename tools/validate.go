@@ -251,14 +251,22 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 		return o
 	}
 	// Each finished test is a step of the call's progress (engine.ReportProgress).
-	var finished atomic.Int64
+	// Tests finish in parallel; counting and reporting under one lock keeps the steps
+	// in increasing order, as MCP requires of a request's progress values.
+	var (
+		progressMu sync.Mutex
+		finished   int
+	)
 	one := func(i int) testOutcome {
 		o := run(i)
 		note := fmt.Sprintf("test %d passed", i)
 		if o.tr.Error != nil {
 			note = fmt.Sprintf("test %d failed: %s", i, o.tr.Error.Code)
 		}
-		engine.ReportProgress(ctx, int(finished.Add(1)), len(p.tests), note)
+		progressMu.Lock()
+		finished++
+		engine.ReportProgress(ctx, finished, len(p.tests), note)
+		progressMu.Unlock()
 		return o
 	}
 	// Whatever order the tests ran in, the report lists them, their errors and their
