@@ -58,7 +58,8 @@ native: $(BUILD)/quickjs/.verified
 # (scripts/guestperf): links the guest again with wasm-ld's --Map for the function names,
 # proves it is the committed guest byte for byte, samples it with perf, and does the same
 # for the native build when 'make native' made it. Needs perf (apt-get install -y
-# linux-perf) and root. Never part of 'make test'. GUEST_PROFILE_FLAGS="-js '...'" for
+# linux-perf) and root. Its build record is written as .txt: a .go file under build/ would be
+# a package of the module. Never part of 'make test'. GUEST_PROFILE_FLAGS="-js '...'" for
 # another program.
 GUEST_PROFILE_FLAGS ?=
 guest-profile: $(BUILD)/quickjs/.verified | toolchain
@@ -67,7 +68,7 @@ guest-profile: $(BUILD)/quickjs/.verified | toolchain
 		echo "guest-profile: reusing $(BUILD)/guest-profile/raw.map (its build is the committed guest)"; \
 	else \
 		GUEST_LDFLAGS=-Wl,--Map=$(BUILD)/guest-profile/raw.map wasm/guest/build.sh $(BUILD) \
-			$(BUILD)/guest-profile/libos_guest.wasm $(BUILD)/guest-profile/guest_version.go || exit 1; \
+			$(BUILD)/guest-profile/libos_guest.wasm $(BUILD)/guest-profile/guest_version.txt || exit 1; \
 		cmp -s $(BUILD)/guest-profile/libos_guest.wasm $(GUEST) || { \
 			echo "guest-profile: the guest linked with --Map is not $(GUEST); run make guest-verify"; exit 1; }; \
 	fi
