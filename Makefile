@@ -6,7 +6,7 @@ BUILD    := build
 GUEST    := wasm/libos_guest.wasm
 GOFLAGS_TEST ?=
 
-.PHONY: all build guest guest-verify test bench bench-compare check run clean toolchain quickjs native dist soak fuzz conformance mcp-clients
+.PHONY: all build guest guest-verify test bench bench-compare check run clean toolchain quickjs native dist soak fuzz conformance mcp-clients guest-profile
 
 all: build
 
@@ -53,6 +53,30 @@ dist:
 # wasm/native ratio. Never part of the product.
 native: $(BUILD)/quickjs/.verified
 	wasm/guest/build-native.sh $(BUILD) $(BUILD)/native/qjs-bench
+
+# An instruction-level profile of the guest's machine code running the CPU row's loop
+# (scripts/guestperf): links the guest again with wasm-ld's --Map for the function names,
+# proves it is the committed guest byte for byte, samples it with perf, and does the same
+# for the native build when 'make native' made it. Needs perf (apt-get install -y
+# linux-perf) and root. Its build record is written as .txt: a .go file under build/ would be
+# a package of the module. Never part of 'make test'. GUEST_PROFILE_FLAGS="-js '...'" for
+# another program.
+GUEST_PROFILE_FLAGS ?=
+guest-profile: $(BUILD)/quickjs/.verified | toolchain
+	@mkdir -p $(BUILD)/guest-profile
+	@if [ -f $(BUILD)/guest-profile/raw.map ] && cmp -s $(BUILD)/guest-profile/libos_guest.wasm $(GUEST); then \
+		echo "guest-profile: reusing $(BUILD)/guest-profile/raw.map (its build is the committed guest)"; \
+	else \
+		GUEST_LDFLAGS=-Wl,--Map=$(BUILD)/guest-profile/raw.map wasm/guest/build.sh $(BUILD) \
+			$(BUILD)/guest-profile/libos_guest.wasm $(BUILD)/guest-profile/guest_version.txt || exit 1; \
+		cmp -s $(BUILD)/guest-profile/libos_guest.wasm $(GUEST) || { \
+			echo "guest-profile: the guest linked with --Map is not $(GUEST); run make guest-verify"; exit 1; }; \
+	fi
+	$(GO) build -o $(BUILD)/guest-profile/guestperf ./scripts/guestperf
+	$(BUILD)/guest-profile/guestperf -map $(BUILD)/guest-profile/raw.map -out $(BUILD)/guest-profile $(GUEST_PROFILE_FLAGS)
+	@if [ -x $(BUILD)/native/qjs-bench ]; then \
+		$(BUILD)/guest-profile/guestperf -native $(BUILD)/native/qjs-bench -out $(BUILD)/guest-profile $(GUEST_PROFILE_FLAGS); \
+	else echo "guest-profile: no native build to compare with (make native)"; fi
 
 test:
 	$(GO) test -race -timeout 20m $(GOFLAGS_TEST) ./...

@@ -265,6 +265,11 @@ func storageErr(what string, err error) *Error {
 // newID makes the kernel's IDs (processes, calls, approvals, checkpoints).
 var newID = randid.New
 
+// newCallID makes a call's ID. Call IDs grow with time, so that the store proves a new
+// call's open marker and result absent by comparing its ID with the largest it holds,
+// without a read under its write lock (store's call-ID ceiling).
+func newCallID() string { return randid.Ordered("call_") }
+
 // enter registers a call in flight, refusing it when the kernel is closed.
 func (k *Kernel) enter() error {
 	k.mu.RLock()

@@ -467,7 +467,7 @@ func (k *Kernel) durability(e *entry) func(ctx context.Context, fn func(tx *stor
 func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, error) {
 	req, e := c.req, c.e
 	call := &Call{
-		PID: p.pid, CallID: newID("call_"), Tool: e.Name, Kind: e.Kind, Action: req.name,
+		PID: p.pid, CallID: newCallID(), Tool: e.Name, Kind: e.Kind, Action: req.name,
 		Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
 		Sandbox: p.img.Limits.Sandbox, Value: c.args, k: k, p: p,
 	}

@@ -107,6 +107,13 @@
 // returns the tool_called events still open; the engine reports them as unknown
 // settlement on rehydrate (by appending unknown_settlement, which settles them).
 //
+// A call ID is proven new without a read when it sorts above the process's call-ID
+// ceiling (callceil.go): the largest call ID of its open markers, and separately of its
+// results, read once per process after Open with one reverse seek and raised by every
+// write of such a key. Any other call ID is looked up as before, so reuse is detected
+// exactly whatever IDs a caller makes; the engine's call IDs grow with time
+// (randid.Ordered), so its calls take the proof without the read.
+//
 // # Key layout, format version 1
 //
 // A key is a table name, then 0x00-separated parts. PIDs and IDs are 1..256 bytes

@@ -438,6 +438,7 @@ func (s *Store) ApplyReplicated(ctx context.Context, r Replicated) (bool, error)
 		// replace it.
 		for pid := range pids {
 			delete(s.heads, pid)
+			delete(s.ceilings, pid)
 		}
 	}
 	if err := s.applyDeferred(b); err != nil {

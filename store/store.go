@@ -58,6 +58,9 @@ type Store struct {
 	// value a successful batch left, never one of a discarded batch. Append reads it
 	// instead of the head record; Head and Verify always read the record.
 	heads map[string]cachedHead
+	// ceilings holds, per process, the call-ID ceilings of its open markers and results
+	// (under wmu; callceil.go).
+	ceilings map[string]*callCeiling
 	// inflight holds, per process, the channel closed when its pipelined batch (one
 	// submitted to a PipelinedReplicator and not yet applied) is done (under wmu).
 	inflight map[string]chan struct{}

@@ -175,13 +175,16 @@ func (tx *Tx) append(pid, typ string, compact json.RawMessage, call string) (Eve
 	}
 	switch {
 	case typ == EventToolCalled:
-		open, err := tx.exists(openKey(pid, call))
-		if err != nil {
-			return Event{}, err
+		if !tx.callAbove(tOpen, pid, call) {
+			open, err := tx.exists(openKey(pid, call))
+			if err != nil {
+				return Event{}, err
+			}
+			if open {
+				return Event{}, errorf(CodeConflict, nil, "call %q of %s is already open", call, pid)
+			}
 		}
-		if open {
-			return Event{}, errorf(CodeConflict, nil, "call %q of %s is already open", call, pid)
-		}
+		tx.raiseCall(tOpen, pid, call)
 		if err := tx.set(openKey(pid, call), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
 			return Event{}, err
 		}
@@ -350,13 +353,16 @@ func (tx *Tx) PutToolResult(r ToolResult) error {
 	if err := checkRaw("tool result", r.Structured); err != nil {
 		return err
 	}
-	ok, err := tx.exists(resultKey(r.PID, r.CallID))
-	if err != nil {
-		return err
+	if !tx.callAbove(tResult, r.PID, r.CallID) {
+		ok, err := tx.exists(resultKey(r.PID, r.CallID))
+		if err != nil {
+			return err
+		}
+		if ok {
+			return errorf(CodeConflict, nil, "call %q of %s already has a result", r.CallID, r.PID)
+		}
 	}
-	if ok {
-		return errorf(CodeConflict, nil, "call %q of %s already has a result", r.CallID, r.PID)
-	}
+	tx.raiseCall(tResult, r.PID, r.CallID)
 	r.Created = tx.now
 	return tx.putJSON(resultKey(r.PID, r.CallID), r)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Programs whose results show what compiling to bytecode could lose or change: the
@@ -129,18 +130,21 @@ func TestBytecodeFuelDoesNotDependOnTheCache(t *testing.T) {
 // The memory and stack limits decide whether a program compiles, so they are part of the
 // key: a program compiled under a large stack limit still fails under a small one.
 func TestBytecodeKeyedByLimits(t *testing.T) {
+	// What is checked is the stack limit, not the time: the parse of 1,500 nested
+	// arrays under the largest stack can take longer than the default wall time on a
+	// machine busy with other builds, so the wall time is generous here.
 	program := "function run() { return " + strings.Repeat("[", 1500) + strings.Repeat("]", 1500) + "; }"
 	e := newHostTestEngine(t, Config{PoolSize: 1})
-	if _, err := e.Run(hostCtx(t), program, nil, nil, Options{Limits: Limits{Stack: maxStack}}); err != nil {
+	if _, err := e.Run(hostCtx(t), program, nil, nil, Options{Limits: Limits{Stack: maxStack, WallTime: time.Minute}}); err != nil {
 		t.Fatalf("under the largest stack: %v", err)
 	}
-	_, err := e.Run(hostCtx(t), program, nil, nil, Options{Limits: Limits{Stack: 32 << 10}})
+	_, err := e.Run(hostCtx(t), program, nil, nil, Options{Limits: Limits{Stack: 32 << 10, WallTime: time.Minute}})
 	// The parser's own overflow is a SyntaxError.
 	if we := wantError(t, err, CodeSyntaxError, ""); !strings.Contains(we.Message, "stack overflow") {
 		t.Fatalf("under a small stack: %v, want the parser's stack overflow", err)
 	}
-	want := outcome(newHostTestEngine(t, Config{PoolSize: 1}).Run(hostCtx(t), program, nil, nil, Options{Limits: Limits{Stack: 32 << 10}}))
-	if got := outcome(e.Run(hostCtx(t), program, nil, nil, Options{Limits: Limits{Stack: 32 << 10}})); got != want {
+	want := outcome(newHostTestEngine(t, Config{PoolSize: 1}).Run(hostCtx(t), program, nil, nil, Options{Limits: Limits{Stack: 32 << 10, WallTime: time.Minute}}))
+	if got := outcome(e.Run(hostCtx(t), program, nil, nil, Options{Limits: Limits{Stack: 32 << 10, WallTime: time.Minute}})); got != want {
 		t.Fatalf("warm: %s\nfresh: %s", got, want)
 	}
 }

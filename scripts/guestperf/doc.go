@@ -1,0 +1,36 @@
+// Command guestperf profiles the sandbox guest's machine code to the instruction: where
+// the cycles of a CPU-bound program go inside the code wazero generated for QuickJS, so
+// that the wasm/native ratio of BENCHMARKS.md is explained by measurement, not by
+// assumption. It is run by `make guest-profile`, never by `make test`, and needs perf
+// (Debian's linux-perf) and the right to sample (root, or perf_event_paranoid ≤ 1).
+//
+// How a sample becomes a guest instruction, every step checked rather than assumed:
+//   - A child process (this binary with -child) runs the program on the committed guest
+//     through the public wasm package, with the benchmark's limits (fuel and a time
+//     limit), in a loop, with wazero's compilation cache in a fresh directory.
+//   - The cache entry gives the layout of the compiled guest (wazero 1.12's wazevo format:
+//     one executable block, the offset of every local function in code-section order).
+//     The child's executable anonymous mapping whose bytes equal that block, compared
+//     through /proc/PID/mem, is where the code runs; perf samples the child
+//     (cpu-clock: this VM has no hardware counters) and every sample inside the mapping
+//     becomes a function and an offset.
+//   - Function names come from wasm-ld's link map (--Map) of a build of the guest that
+//     `make guest-profile` proves byte-identical to the committed one; the fuel
+//     instrumentation keeps the order and number of local functions, and the number is
+//     checked against the cache entry.
+//   - The hottest function (or -func) is disassembled with GNU objdump and each
+//     instruction is given a kind from the shapes wazero's amd64 backend emits
+//     (classify.go): bounds check, trap exit, fuel check, br_table, spill, reload, other.
+//     The dispatch block is the join most of the function's direct jumps go to, through
+//     to its indirect jump.
+//
+// With -native it samples qjs-bench (`make native`, the same QuickJS sources compiled
+// natively) on the same program and reads the same function with the native kinds
+// (each handler's dispatch, frame loads and stores), so both builds can be compared.
+//
+// A timer sample lands on the instruction after the one that stalled (skid), so shares
+// are read per block and per kind, not per instruction.
+//
+// It owns nothing the product uses and writes only under -out (build/guest-profile):
+// perf.data, the cache entry, the mapping's address and the annotated listings.
+package main

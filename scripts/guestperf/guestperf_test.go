@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// twoFuncs is (module (func (result i32) i32.const 1) (func (result i32) i32.const 2)).
+var twoFuncs = []byte{
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+	0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7f, // type: () → i32
+	0x03, 0x03, 0x02, 0x00, 0x00, // two functions of type 0
+	0x0a, 0x0b, 0x02, 0x04, 0x00, 0x41, 0x01, 0x0b, 0x04, 0x00, 0x41, 0x02, 0x0b,
+}
+
+// The layout is read from what wazero itself wrote, and a sample is attributed only to
+// code proven to be this module's: the mapping is found by comparing its bytes (doc.go).
+func TestCacheEntryLocatesTheCompiledCodeInMemory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache))
+	defer rt.Close(ctx)
+	if _, err := rt.CompileModule(ctx, twoFuncs); err != nil {
+		t.Fatal(err)
+	}
+	c, err := readCache(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.offsets) != 2 || c.offsets[0] != 0 || c.offsets[1] <= 0 || c.offsets[1]%16 != 0 {
+		t.Fatalf("offsets %v: want two functions, the second 16-byte aligned after the first", c.offsets)
+	}
+	if fn, in := c.function(c.offsets[1] + 1); fn != 1 || in != 1 {
+		t.Fatalf("function(offsets[1]+1) = %d, %d; want 1, 1", fn, in)
+	}
+	if c.size(0)+c.size(1) != len(c.code) {
+		t.Fatalf("sizes %d + %d do not cover the %d bytes", c.size(0), c.size(1), len(c.code))
+	}
+	base, err := findMapping(os.Getpid(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base == 0 || base%4096 != 0 {
+		t.Fatalf("mapping at %#x: want a page-aligned address", base)
+	}
+	// Another module's bytes are never taken for it.
+	other := &compiled{code: append([]byte{0xcc}, c.code...), cacheFile: "other"}
+	if _, err := findMapping(os.Getpid(), other); err == nil {
+		t.Fatal("findMapping accepted bytes no mapping holds")
+	}
+	if _, err := parseCacheEntry([]byte("WAZEVO")); err == nil {
+		t.Fatal("a truncated entry parsed")
+	}
+}
+
+// Names come from wasm-ld's map: CODE's input chunks, in order; symbols and other
+// sections' chunks (the dispatch table in .rodata) are not functions.
+func TestLinkMapNamesCodeChunksInOrder(t *testing.T) {
+	f, err := os.Open("testdata/guest.map")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	names, err := parseLinkMap(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "__wasm_call_ctors _initialize pstrcpy JS_CallInternal async_func_init __multi3"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("names %q, want %q", got, want)
+	}
+	if _, err := parseLinkMap(strings.NewReader("header\n       -      bc5    b65a4 CODE\n       -      bc7        3         nonsense\n")); err == nil {
+		t.Fatal("a CODE entry that is not file:(function) was accepted")
+	}
+}
+
+// The kinds follow wazero's shapes: in the guest's dispatch block, the fuel check, the two
+// bounds checks (the opcode byte and the dispatch table's entry), the frame traffic and
+// the br_table's jump.
+func TestClassifyWazeroDispatchBlock(t *testing.T) {
+	b, err := os.ReadFile("testdata/dispatch.objdump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	insns := parseObjdump(string(b))
+	if len(insns) != 64 { // a92f8 to a9422; objdump's continuation lines are folded
+		t.Fatalf("%d instructions", len(insns))
+	}
+	kinds := classify(insns)
+	kind := map[int]string{}
+	count := map[string]int{}
+	for i, in := range insns {
+		kind[in.off] = kinds[i]
+		count[kinds[i]]++
+	}
+	for off, want := range map[int]string{
+		0xa92f8: kindSpill,    // mov %r9d,0x374(%rsp)
+		0xa9315: kindFuel,     // mov 0x150(%rsp),%rax: the fuel counter's reload
+		0xa9321: kindFuel,     // cmp $0x0,%rax
+		0xa935f: kindFuel,     // mov %rax,0x17c(%rsp): its spill
+		0xa9370: kindBounds,   // mov 0x10(%rdx),%ebx: the memory's length
+		0xa9380: kindBounds,   // jae over the trap exit
+		0xa9386: kindTrapExit, // mov %rsp,0x38(%rdi)
+		0xa93b0: kindOther,    // movzbq (%rsi,%rcx,1),%rcx: the opcode's load itself
+		0xa93d7: kindBounds,
+		0xa9404: kindOther, // the dispatch table's entry
+		0xa9413: kindBrTable,
+		0xa9422: kindBrTable, // jmp *%r8
+	} {
+		if kind[off] != want {
+			t.Errorf("%x: %s, want %s", off, kind[off], want)
+		}
+	}
+	if count[kindBounds] != 11 || count[kindBrTable] != 7 || count[kindFuel] != 5 {
+		t.Errorf("kinds %v", count)
+	}
+	lo, hi := dispatchBlock(append(insns, insn{off: 0xfffff, text: "jmp 0xa92f8"}))
+	if insns[lo].off != 0xa92f8 || insns[hi].off != 0xa9422 {
+		t.Errorf("dispatch block %x–%x", insns[lo].off, insns[hi].off)
+	}
+}
+
+func TestReg64(t *testing.T) {
+	for in, want := range map[string]string{"%ecx": "%rcx", "%r8d": "%r8", "%r10": "%r10", "%rax": "%rax", "$0x4": "$0x4", "%r11w": "%r11"} {
+		if got := reg64(in); got != want {
+			t.Errorf("reg64(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

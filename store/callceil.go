@@ -1,0 +1,94 @@
+package store
+
+import (
+	"bytes"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// The call-ID ceiling: proving a new call ID absent without searching the tables.
+//
+// tool_called must find no open marker of its call, and a ToolResult must find no
+// result of its call: two point reads per call, under the write lock, of keys that are
+// almost never there. A Pebble Get of an absent key seeks every memtable and every
+// level (L6 without its bloom filter, which Get does not read there), and with random
+// call IDs lands on a random data block, usually not cached. The ceiling replaces both
+// reads by a comparison when it can: for each process and each of the two tables, the
+// store keeps a call ID at least as large, bytewise, as every call ID of that table's
+// keys. A call ID above it cannot be there. The ceiling is read once per process after
+// Open (one reverse seek in the table, which sees this Tx's own writes), raised by
+// every write of a key of the table before the batch is applied (a batch that is then
+// discarded leaves it higher than needed, which only costs a read later), and dropped
+// when a replicated batch of another host writes the process. Anything not above it is
+// read as before, so the check stays exact whatever call IDs a caller makes, across
+// restarts too. The engine's call IDs grow with time (randid.Ordered), so a call opened
+// after every other takes the comparison.
+
+// callCeiling holds the two ceilings of one process; a nil one is not read yet.
+type callCeiling struct {
+	open, res []byte
+}
+
+// of returns the ceiling of tbl (tOpen or tResult) in c.
+func (c *callCeiling) of(tbl string) *[]byte {
+	if tbl == tOpen {
+		return &c.open
+	}
+	return &c.res
+}
+
+// callAbove reports whether call sorts above every call ID of pid's keys in tbl (tOpen
+// or tResult), so that the key of call is proven absent. It reads the ceiling once per
+// process; when that read fails it answers false, and the caller looks the key up.
+func (tx *Tx) callAbove(tbl, pid, call string) bool {
+	c := tx.s.ceilingOf(pid)
+	ceil := c.of(tbl)
+	if *ceil == nil {
+		last, ok := tx.lastCallID(tbl, pid)
+		if !ok {
+			return false
+		}
+		*ceil = last
+	}
+	return bytes.Compare([]byte(call), *ceil) > 0
+}
+
+// raiseCall notes that a key of call in pid's tbl is being written.
+func (tx *Tx) raiseCall(tbl, pid, call string) {
+	ceil := tx.s.ceilingOf(pid).of(tbl)
+	if *ceil != nil && bytes.Compare([]byte(call), *ceil) > 0 {
+		*ceil = append((*ceil)[:0], call...)
+	}
+}
+
+// lastCallID is the largest call ID of pid's keys in tbl as this Tx sees them (a
+// non-nil empty slice when there is none).
+func (tx *Tx) lastCallID(tbl, pid string) ([]byte, bool) {
+	pfx := prefix(tbl, pid)
+	it, err := tx.b.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: upperBound(pfx)})
+	if err != nil {
+		return nil, false
+	}
+	last := []byte{}
+	if it.Last() {
+		last = append(last, it.Key()[len(pfx):]...)
+	}
+	if err := it.Close(); err != nil {
+		return nil, false
+	}
+	return last, true
+}
+
+// ceilingOf is pid's entry in the ceiling cache (under wmu), made when missing. The
+// cache is bounded as the head cache is: past maxCachedHeads processes it starts over.
+func (s *Store) ceilingOf(pid string) *callCeiling {
+	c := s.ceilings[pid]
+	if c == nil {
+		if s.ceilings == nil || len(s.ceilings) >= maxCachedHeads {
+			s.ceilings = make(map[string]*callCeiling)
+		}
+		c = &callCeiling{}
+		s.ceilings[pid] = c
+	}
+	return c
+}
