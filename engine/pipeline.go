@@ -468,7 +468,7 @@ func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, erro
 	req, e := c.req, c.e
 	call := &Call{
 		PID: p.pid, CallID: newCallID(), Tool: e.Name, Kind: e.Kind, Action: req.name,
-		Via: req.via, Depth: req.depth, Capabilities: p.capStrings(),
+		Via: req.via, Depth: req.depth, Capabilities: p.caps.Strings(),
 		Sandbox: p.img.Limits.Sandbox, Value: c.args, k: k, p: p,
 	}
 	// The arguments were decoded within the process's depth bound, so Encode, which

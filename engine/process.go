@@ -115,12 +115,7 @@ func (k *Kernel) newProcess(pid string, img *image.Image, caps []string) (*proce
 
 // capStrings returns the held capabilities, sorted.
 func (p *process) capStrings() []string {
-	l := p.caps.List()
-	out := make([]string, len(l))
-	for i, c := range l {
-		out[i] = string(c)
-	}
-	return out
+	return slices.Clone(p.caps.Strings())
 }
 
 // putProcess writes p's record as it is now. Call with p.mu held.

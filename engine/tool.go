@@ -92,7 +92,8 @@ type Call struct {
 	// Depth is the tools.call nesting depth: 0 for a call from the model or the host.
 	Depth int
 	// Capabilities are the capabilities the process held when the call was opened.
-	// Syscalls must not use this snapshot: Syscalls holds the live set.
+	// Syscalls must not use this snapshot: Syscalls holds the live set. The slice is
+	// shared with the process's other calls until its set changes: read only.
 	Capabilities []string
 	// Syscalls is the authority this call's syscalls run with, filled in by the
 	// kernel before the handler runs: the process's live capability set (a revocation

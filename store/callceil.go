@@ -1,8 +1,6 @@
 package store
 
 import (
-	"bytes"
-
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -24,13 +22,19 @@ import (
 // restarts too. The engine's call IDs grow with time (randid.Ordered), so a call opened
 // after every other takes the comparison.
 
-// callCeiling holds the two ceilings of one process; a nil one is not read yet.
+// callCeiling holds the two ceilings of one process.
 type callCeiling struct {
-	open, res []byte
+	open, res ceiling
+}
+
+// ceiling is one table's ceiling; it is read from the table on first use.
+type ceiling struct {
+	id   string
+	read bool
 }
 
 // of returns the ceiling of tbl (tOpen or tResult) in c.
-func (c *callCeiling) of(tbl string) *[]byte {
+func (c *callCeiling) of(tbl string) *ceiling {
 	if tbl == tOpen {
 		return &c.open
 	}
@@ -41,40 +45,39 @@ func (c *callCeiling) of(tbl string) *[]byte {
 // or tResult), so that the key of call is proven absent. It reads the ceiling once per
 // process; when that read fails it answers false, and the caller looks the key up.
 func (tx *Tx) callAbove(tbl, pid, call string) bool {
-	c := tx.s.ceilingOf(pid)
-	ceil := c.of(tbl)
-	if *ceil == nil {
+	c := tx.s.ceilingOf(pid).of(tbl)
+	if !c.read {
 		last, ok := tx.lastCallID(tbl, pid)
 		if !ok {
 			return false
 		}
-		*ceil = last
+		c.id, c.read = last, true
 	}
-	return bytes.Compare([]byte(call), *ceil) > 0
+	return call > c.id
 }
 
 // raiseCall notes that a key of call in pid's tbl is being written.
 func (tx *Tx) raiseCall(tbl, pid, call string) {
-	ceil := tx.s.ceilingOf(pid).of(tbl)
-	if *ceil != nil && bytes.Compare([]byte(call), *ceil) > 0 {
-		*ceil = append((*ceil)[:0], call...)
+	c := tx.s.ceilingOf(pid).of(tbl)
+	if c.read && call > c.id {
+		c.id = call
 	}
 }
 
-// lastCallID is the largest call ID of pid's keys in tbl as this Tx sees them (a
-// non-nil empty slice when there is none).
-func (tx *Tx) lastCallID(tbl, pid string) ([]byte, bool) {
+// lastCallID is the largest call ID of pid's keys in tbl as this Tx sees them ("" when
+// there is none).
+func (tx *Tx) lastCallID(tbl, pid string) (string, bool) {
 	pfx := prefix(tbl, pid)
 	it, err := tx.b.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: upperBound(pfx)})
 	if err != nil {
-		return nil, false
+		return "", false
 	}
-	last := []byte{}
+	last := ""
 	if it.Last() {
-		last = append(last, it.Key()[len(pfx):]...)
+		last = string(it.Key()[len(pfx):])
 	}
 	if err := it.Close(); err != nil {
-		return nil, false
+		return "", false
 	}
 	return last, true
 }

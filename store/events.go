@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,11 +75,19 @@ var zeroHash = make([]byte, HashSize)
 // encoding/json would (a string that needs escaping, a nil hash, a year outside
 // RFC 3339) goes through marshal.
 func encodeEventRecord(r eventRecord) ([]byte, error) {
+	return appendEventRecord(nil, r)
+}
+
+// appendEventRecord is encodeEventRecord appending to dst (the Tx's scratch buffer:
+// a batch copies the value it is given).
+func appendEventRecord(dst []byte, r eventRecord) ([]byte, error) {
 	if !plainJSONString(r.PID) || !plainJSONString(r.Type) || r.PrevHash == nil || r.Hash == nil ||
 		r.Time.Year() < 0 || r.Time.Year() > 9999 || r.Time.Location() != time.UTC || len(r.Data) == 0 {
 		return marshal(r)
 	}
-	b := make([]byte, 0, 160+len(r.PID)+len(r.Type)+len(r.Data))
+	// The fixed text, the time (at most 35 bytes) and both hashes in base64.
+	b := slices.Grow(dst[:0], 120+len(r.PID)+len(r.Type)+len(r.Data)+
+		base64.StdEncoding.EncodedLen(len(r.PrevHash))+base64.StdEncoding.EncodedLen(len(r.Hash)))
 	b = append(b, `{"pid":"`...)
 	b = append(b, r.PID...)
 	b = append(b, `","seq":`...)
@@ -115,21 +124,26 @@ func plainJSONString(s string) bool {
 // eventHash is SHA-256 over a canonical, length-prefixed encoding of every field but
 // the hash itself. The encoding is part of the format version.
 func eventHash(pid string, seq uint64, typ string, t time.Time, data, prev []byte) []byte {
-	h := sha256.New()
-	var buf []byte
+	sum, _ := eventSum(nil, pid, seq, typ, t, data, prev)
+	return sum[:]
+}
+
+// eventSum is eventHash building the hashed encoding in scratch (returned, grown, for
+// the next use), so that appending an event allocates nothing for its hash's input.
+func eventSum(scratch []byte, pid string, seq uint64, typ string, t time.Time, data, prev []byte) ([HashSize]byte, []byte) {
+	buf := slices.Grow(scratch[:0], 14+4*binary.MaxVarintLen64+16+len(pid)+len(typ)+len(data)+len(prev))
 	buf = append(buf, "libos.event.v1"...)
-	field := func(b []byte) {
-		buf = binary.AppendUvarint(buf, uint64(len(b)))
-		buf = append(buf, b...)
-	}
-	field([]byte(pid))
+	buf = binary.AppendUvarint(buf, uint64(len(pid)))
+	buf = append(buf, pid...)
 	buf = binary.BigEndian.AppendUint64(buf, seq)
-	field([]byte(typ))
+	buf = binary.AppendUvarint(buf, uint64(len(typ)))
+	buf = append(buf, typ...)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(t.UnixNano()))
-	field(data)
-	field(prev)
-	h.Write(buf)
-	return h.Sum(nil)
+	buf = binary.AppendUvarint(buf, uint64(len(data)))
+	buf = append(buf, data...)
+	buf = binary.AppendUvarint(buf, uint64(len(prev)))
+	buf = append(buf, prev...)
+	return sha256.Sum256(buf), buf
 }
 
 func isSettlement(typ string) bool {
@@ -212,7 +226,12 @@ func decodeEvent(v []byte) (Event, error) {
 }
 
 func encodeHead(h Head) []byte {
-	return binary.BigEndian.AppendUint64(append(binary.BigEndian.AppendUint64(nil, h.Seq), h.Hash...), h.Bytes)
+	return appendHead(nil, h)
+}
+
+// appendHead is encodeHead appending to dst.
+func appendHead(dst []byte, h Head) []byte {
+	return binary.BigEndian.AppendUint64(append(binary.BigEndian.AppendUint64(dst, h.Seq), h.Hash...), h.Bytes)
 }
 
 // decodeHead reads a head record: sequence, hash and data bytes, or the older form

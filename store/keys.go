@@ -37,13 +37,17 @@ func key(table string, parts ...string) []byte {
 	for _, p := range parts {
 		n += 1 + len(p)
 	}
-	k := make([]byte, 0, n)
-	k = append(k, table...)
+	return appendKey(make([]byte, 0, n), table, parts...)
+}
+
+// appendKey appends key(table, parts...) to dst.
+func appendKey(dst []byte, table string, parts ...string) []byte {
+	dst = append(dst, table...)
 	for _, p := range parts {
-		k = append(k, sep)
-		k = append(k, p...)
+		dst = append(dst, sep)
+		dst = append(dst, p...)
 	}
-	return k
+	return dst
 }
 
 // prefix returns the key prefix of all records of table for pid (table\0pid\0).

@@ -462,15 +462,15 @@ func (s *Store) runTx(quota *Quota, fn func(tx *Tx) error) (*Tx, error) {
 const maxCachedHeads = 4096
 
 // cacheHeads records the heads a batch just applied has written (under wmu).
-func (s *Store) cacheHeads(staged map[string]cachedHead) {
+func (s *Store) cacheHeads(staged []stagedHead) {
 	if len(staged) == 0 {
 		return
 	}
 	if s.heads == nil || len(s.heads)+len(staged) > maxCachedHeads {
 		s.heads = make(map[string]cachedHead, len(staged))
 	}
-	for pid, h := range staged {
-		s.heads[pid] = h
+	for _, h := range staged {
+		s.heads[h.pid] = h.cachedHead
 	}
 }
 

@@ -25,8 +25,12 @@ type Tx struct {
 	now    time.Time
 	active bool
 	// heads holds the heads this Tx has written, for the Store's cache once the
-	// batch is applied.
-	heads map[string]cachedHead
+	// batch is applied: a short list (a Tx nearly always writes one process), so that
+	// a call's batches allocate no map.
+	heads []stagedHead
+	// kbuf is scratch space for the keys and small values the Tx stages: a batch
+	// copies what it is given, so one buffer serves every write.
+	kbuf, vbuf []byte
 	// quota is the Quota of the context the Tx runs under, or nil.
 	quota *Quota
 }
@@ -38,10 +42,37 @@ type cachedHead struct {
 	bytes uint64
 }
 
+// stagedHead is a head a Tx has written for pid.
+type stagedHead struct {
+	pid string
+	cachedHead
+}
+
+// staged returns the head this Tx has written for pid, if any.
+func (tx *Tx) staged(pid string) (cachedHead, bool) {
+	for i := range tx.heads {
+		if tx.heads[i].pid == pid {
+			return tx.heads[i].cachedHead, true
+		}
+	}
+	return cachedHead{}, false
+}
+
+// stage records the head this Tx has just written for pid.
+func (tx *Tx) stage(pid string, h cachedHead) {
+	for i := range tx.heads {
+		if tx.heads[i].pid == pid {
+			tx.heads[i].cachedHead = h
+			return
+		}
+	}
+	tx.heads = append(tx.heads, stagedHead{pid: pid, cachedHead: h})
+}
+
 // lastHead is pid's head as this Tx sees it: its own last append, the Store's cache
 // of successful batches, or the head record.
 func (tx *Tx) lastHead(pid string) (Head, error) {
-	h, ok := tx.heads[pid]
+	h, ok := tx.staged(pid)
 	if !ok {
 		h, ok = tx.s.heads[pid]
 	}
@@ -66,6 +97,13 @@ func (tx *Tx) enterRead() (func(), error) {
 		return nil, err
 	}
 	return func() {}, nil
+}
+
+// key builds key(table, parts...) in the Tx's key buffer; it is valid until the next
+// call, which is enough for a batch's Set and Delete (they copy it).
+func (tx *Tx) key(table string, parts ...string) []byte {
+	tx.kbuf = appendKey(tx.kbuf[:0], table, parts...)
+	return tx.kbuf
 }
 
 func (tx *Tx) set(k, v []byte) error {
@@ -185,36 +223,39 @@ func (tx *Tx) append(pid, typ string, compact json.RawMessage, call string) (Eve
 			}
 		}
 		tx.raiseCall(tOpen, pid, call)
-		if err := tx.set(openKey(pid, call), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+		tx.vbuf = binary.BigEndian.AppendUint64(tx.vbuf[:0], seq)
+		if err := tx.set(tx.key(tOpen, pid, call), tx.vbuf); err != nil {
 			return Event{}, err
 		}
 	case isSettlement(typ):
-		if err := tx.b.Delete(openKey(pid, call), nil); err != nil {
+		if err := tx.b.Delete(tx.key(tOpen, pid, call), nil); err != nil {
 			return Event{}, errorf(CodeIO, err, "stage write")
 		}
 	}
+	var sum [HashSize]byte
+	sum, tx.vbuf = eventSum(tx.vbuf, pid, seq, typ, tx.now, compact, head.Hash)
 	e := Event{
 		PID: pid, Seq: seq, Type: typ, CallID: call, Time: tx.now, Data: compact,
 		PrevHash: head.Hash,
-		Hash:     eventHash(pid, seq, typ, tx.now, compact, head.Hash),
+		Hash:     append([]byte(nil), sum[:]...),
 	}
-	v, err := encodeEventRecord(eventRecord{PID: e.PID, Seq: e.Seq, Type: e.Type, Time: e.Time, Data: e.Data, PrevHash: e.PrevHash, Hash: e.Hash})
+	v, err := appendEventRecord(tx.vbuf, eventRecord{PID: e.PID, Seq: e.Seq, Type: e.Type, Time: e.Time, Data: e.Data, PrevHash: e.PrevHash, Hash: e.Hash})
 	if err != nil {
 		return Event{}, errorf(CodeInvalid, err, "encode event")
 	}
-	if err := tx.set(eventKey(pid, seq), v); err != nil {
+	tx.vbuf = v[:0]
+	tx.kbuf = binary.BigEndian.AppendUint64(append(appendKey(tx.kbuf[:0], tEvent, pid), sep), seq)
+	if err := tx.set(tx.kbuf, v); err != nil {
 		return Event{}, err
 	}
 	logBytes := head.Bytes + uint64(len(compact))
-	if err := tx.set(headKey(pid), encodeHead(Head{Seq: seq, Hash: e.Hash, Bytes: logBytes})); err != nil {
+	tx.vbuf = appendHead(tx.vbuf[:0], Head{Seq: seq, Hash: sum[:], Bytes: logBytes})
+	if err := tx.set(tx.key(tHead, pid), tx.vbuf); err != nil {
 		return Event{}, err
-	}
-	if tx.heads == nil {
-		tx.heads = make(map[string]cachedHead, 1)
 	}
 	ch := cachedHead{seq: seq, bytes: logBytes}
 	copy(ch.hash[:], e.Hash)
-	tx.heads[pid] = ch
+	tx.stage(pid, ch)
 	return e, nil
 }
 

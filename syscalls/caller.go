@@ -3,6 +3,7 @@ package syscalls
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -67,6 +68,8 @@ type CapabilitySet interface {
 type CapSet struct {
 	mu   sync.RWMutex
 	caps map[Capability]struct{}
+	// strs is Strings' answer until the set changes (nil: not made yet).
+	strs []string
 }
 
 // NewCapSet returns a set holding caps.
@@ -94,6 +97,7 @@ func (s *CapSet) Grant(c Capability) {
 		s.caps = map[Capability]struct{}{}
 	}
 	s.caps[c] = struct{}{}
+	s.strs = nil
 }
 
 // Revoke removes c; calls already past the capability check finish.
@@ -101,6 +105,31 @@ func (s *CapSet) Revoke(c Capability) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.caps, c)
+	s.strs = nil
+}
+
+// Strings returns the held capabilities as sorted strings. The slice is shared by
+// every caller until the set changes (the kernel stamps it on each call it opens, and
+// it changes far less often than calls are made): read it, never write to it. It is
+// clipped, so appending to it copies.
+func (s *CapSet) Strings() []string {
+	s.mu.RLock()
+	strs := s.strs
+	s.mu.RUnlock()
+	if strs != nil {
+		return strs
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.strs == nil {
+		s.strs = make([]string, 0, len(s.caps))
+		for c := range s.caps {
+			s.strs = append(s.strs, string(c))
+		}
+		sort.Strings(s.strs)
+		s.strs = slices.Clip(s.strs)
+	}
+	return s.strs
 }
 
 // List returns the held capabilities, sorted.
