@@ -142,22 +142,29 @@ func TestOpenUnusableCache(t *testing.T) {
 	}
 }
 
-// WarmCache "compiles the sandbox guest into the compilation cache in dir": after it,
-// the directory holds the compiled guest, and a System opened on it works.
+// WarmCache "compiles the sandbox guest into the compilation cache in dir, and keeps
+// there the snapshot of the state every call starts from": after it, the directory holds
+// the compiled guest and the snapshot, and a System opened on it works.
 func TestWarmCache(t *testing.T) {
 	cache := t.TempDir()
 	if err := libos.WarmCache(context.Background(), cache); err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	_ = filepath.WalkDir(cache, func(_ string, d os.DirEntry, _ error) error {
+	n, snaps := 0, 0
+	_ = filepath.WalkDir(cache, func(p string, d os.DirEntry, _ error) error {
 		if d != nil && !d.IsDir() {
 			n++
+			if strings.HasPrefix(filepath.Base(filepath.Dir(p)), "libos-snapshot-") {
+				snaps++
+			}
 		}
 		return nil
 	})
 	if n == 0 {
 		t.Fatal("WarmCache left the cache directory empty")
+	}
+	if snaps != 1 {
+		t.Fatalf("WarmCache kept %d snapshots, want 1", snaps)
 	}
 	sys, err := libos.Open(context.Background(), t.TempDir(), libos.Options{CacheDir: cache})
 	if err != nil {

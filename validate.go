@@ -85,15 +85,20 @@ func (v *Validator) Close() error {
 	return v.sandbox.Close(context.Background())
 }
 
-// WarmCache compiles the sandbox guest into the compilation cache in dir, so that the
-// next program using dir starts without compiling (a CI cache step keeps dir between
-// runs). A cache that already holds this guest is left as it is.
+// WarmCache compiles the sandbox guest into the compilation cache in dir, and keeps there
+// the snapshot of the state every call starts from, so that the next program using dir
+// starts without compiling or preparing (a CI cache step keeps dir between runs). A cache
+// that already holds them for this guest is left as it is.
 func WarmCache(ctx context.Context, dir string) error {
 	if dir == "" {
 		return liberr.New("libos", CodeCacheUnusable, "no compilation cache directory given")
 	}
 	sb, err := newSandbox(ctx, dir, 0, -1)
 	if err != nil {
+		return err
+	}
+	if err := sb.Prepare(ctx); err != nil {
+		sb.Close(ctx)
 		return err
 	}
 	return sb.Close(ctx)

@@ -20,7 +20,9 @@
 // bytecode stays in host memory. Each libos.syscall goes out through the Syscaller and its
 // JSON result comes back into the guest. Run returns the JSON value byte for byte as the
 // guest wrote it, the console lines and stats, or an *Error with a stable code. Nothing
-// is persisted here: recording what ran is the caller's job.
+// of a call is persisted here (recording what ran is the caller's job); with a cache
+// directory, besides wazero's compiled guest, the Engine keeps there the snapshot of the
+// prepared state for the next process, keyed and checksummed (snapfile.go).
 //
 // The host survives every guest failure: a trap, a hard memory cap, a panic in a host
 // function or in the Syscaller end only that call (and discard its instance); the next

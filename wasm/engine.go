@@ -89,6 +89,12 @@ type Engine struct {
 	// snapRuns are the runs of 4 KiB blocks of snap that are not all zero: all that a new
 	// instance, whose memory is zero, needs written (336 of its 384 KiB).
 	snapRuns [][2]int
+	// snapDir is the cache directory where the snapshot is kept between processes
+	// (snapfile.go) under snapKey; empty without a cache directory. snapLoaded records
+	// that snap was read from there rather than prepared here.
+	snapDir    string
+	snapKey    snapKey
+	snapLoaded bool
 }
 
 // NewEngine compiles the guest and prepares the host imports. It does not instantiate
@@ -165,7 +171,38 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		return fail(err)
 	}
 	e.compiled = compiled
+	if cfg.CacheDir != "" {
+		if k, ok := guestKey(e.guestSHA, e.maxMemory); ok {
+			e.snapDir, e.snapKey = cfg.CacheDir, k
+		}
+	}
 	return e, nil
+}
+
+// Prepare builds the state every call starts from now rather than at the first call
+// and, with a cache directory, keeps its snapshot there for the next process (it is
+// read instead of built when the directory holds it already). 'libos cache warm' calls
+// it after the compile.
+func (e *Engine) Prepare(ctx context.Context) error {
+	if !e.enter() {
+		return ErrClosed
+	}
+	defer e.inflight.Done()
+	in, err := e.get(ctx)
+	if err != nil {
+		return err
+	}
+	e.put(ctx, in)
+	return nil
+}
+
+// SnapshotLoaded reports whether the state calls start from was read from the cache
+// directory (kept there by an earlier process) rather than built in this one; false
+// before the first call or Prepare.
+func (e *Engine) SnapshotLoaded() bool {
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	return e.snapLoaded
 }
 
 // Close waits for calls in flight (each is bounded by its wall time), then releases every
@@ -281,9 +318,52 @@ func checkExports(c wazero.CompiledModule) error {
 
 // newInstance instantiates the guest and brings it to the state every call starts from:
 // the first instance of the Engine builds that state (_initialize, then libos_prepare)
-// and the Engine snapshots it; every later one is only written the snapshot, which is
+// and the Engine snapshots it, unless the cache directory holds the snapshot an earlier
+// process built (snapfile.go); every later one is only written the snapshot, which is
 // several times cheaper than building a JavaScript context and installing the prelude.
 func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
+	in, err := e.instantiate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	if e.snap == nil && e.snapDir != "" {
+		// The snapshot an earlier process kept (snapfile.go). Should it not fit this
+		// instance after all, the instance is discarded and the state built afresh.
+		if snap, from, ok := loadSnapshot(e.snapDir, e.snapKey); ok {
+			runs := nonZeroRuns(snap, 4<<10)
+			if in.restoreRuns(snap, from, runs) {
+				e.snap, e.snapFrom, e.snapRuns, e.snapLoaded = snap, from, runs, true
+				return in, nil
+			}
+			in.close(ctx)
+			if in, err = e.instantiate(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if e.snap != nil {
+		if !in.restoreRuns(e.snap, e.snapFrom, e.snapRuns) {
+			in.close(ctx)
+			return nil, errors.New("wasm: instance: cannot write the snapshot")
+		}
+		return in, nil
+	}
+	snap, from, err := in.prepare(ctx)
+	if err != nil {
+		in.close(ctx)
+		return nil, err
+	}
+	e.snap, e.snapFrom, e.snapRuns = snap, from, nonZeroRuns(snap, 4<<10)
+	if e.snapDir != "" {
+		_ = saveSnapshot(e.snapDir, e.snapKey, from, snap)
+	}
+	return in, nil
+}
+
+// instantiate makes an instance of the guest whose memory is as instantiation leaves it.
+func (e *Engine) instantiate(ctx context.Context) (*instance, error) {
 	// Anonymous and without start functions: a reactor is initialised by _initialize,
 	// or here by the snapshot. The linear memory is a reservation of the whole cap (see
 	// linmem), so that the guest growing it never copies it.
@@ -307,21 +387,6 @@ func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 		capBytes: e.maxMemory,
 	}
 	in.fuel, _ = mod.ExportedGlobal(fuel.GlobalExport).(api.MutableGlobal)
-	e.snapMu.Lock()
-	defer e.snapMu.Unlock()
-	if e.snap != nil {
-		if !in.restoreRuns(e.snap, e.snapFrom, e.snapRuns) {
-			mod.Close(ctx)
-			return nil, errors.New("wasm: instance: cannot write the snapshot")
-		}
-		return in, nil
-	}
-	snap, from, err := in.prepare(ctx)
-	if err != nil {
-		mod.Close(ctx)
-		return nil, err
-	}
-	e.snap, e.snapFrom, e.snapRuns = snap, from, nonZeroRuns(snap, 4<<10)
 	return in, nil
 }
 

@@ -152,9 +152,10 @@ so that later commands start without compiling it.`,
 	warm := &cobra.Command{
 		Use:   "warm",
 		Short: "Compile the sandbox guest into the compilation cache",
-		Long: `Compile the sandbox guest into the compilation cache now, so that the next command
-(libos validate in a CI job, libos serve) starts without compiling it. A CI cache step
-that keeps the directory between runs saves the compilation on every run after the first.`,
+		Long: `Compile the sandbox guest into the compilation cache now, and keep there the state every
+call starts from, so that the next command (libos validate in a CI job, libos serve)
+starts without compiling the guest or preparing that state. A CI cache step that keeps
+the directory between runs saves both on every run after the first.`,
 		Example: "  libos cache warm\n  libos cache warm --cache-dir .libos-cache && libos validate --cache-dir .libos-cache tools/candidates/",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -23,10 +23,16 @@
 //     (classify.go): bounds check, trap exit, fuel check, br_table, spill, reload, other.
 //     The dispatch block is the join most of the function's direct jumps go to, through
 //     to its indirect jump.
+//   - Per bytecode: the dispatch table (read from the guest's data segment at the address
+//     the map gives) and the br_table that ends the dispatch block give each opcode's
+//     handler; the function's control flow is walked from every handler, so a sample
+//     belongs to the handler that reaches it (bytecodes.go). Opcodes are named from
+//     QuickJS's quickjs-opcode.h.
 //
 // With -native it samples qjs-bench (`make native`, the same QuickJS sources compiled
 // natively) on the same program and reads the same function with the native kinds
-// (each handler's dispatch, frame loads and stores), so both builds can be compared.
+// (each handler's dispatch, frame loads and stores) and per bytecode (its dispatch table
+// is filled by the PIE's relocations), so both builds can be compared.
 //
 // A timer sample lands on the instruction after the one that stalled (skid), so shares
 // are read per block and per kind, not per instruction.

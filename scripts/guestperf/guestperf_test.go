@@ -135,3 +135,65 @@ func TestReg64(t *testing.T) {
 		}
 	}
 }
+
+// The dispatch table is read from the module's data segment at the address the map gives,
+// not at the map's file offset, which wasm-ld computes before the section's LEB128 sizes
+// are final (names.go).
+func TestDispatchTableIsReadAtItsAddress(t *testing.T) {
+	f, err := os.Open("testdata/guest.map")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	addr, size, err := mapChunk(f, ".rodata.JS_CallInternal.dispatch_table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr != 0x10e9c0 || size != 0x400 {
+		t.Fatalf("chunk at %#x+%#x, want 0x10e9c0+0x400", addr, size)
+	}
+	// A module with one memory and one active segment of 8 bytes at 0x100 (i32.const
+	// 0x100 is 41 80 02); its size LEB is padded to five bytes, as wasm-ld writes some.
+	mod := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+		0x05, 0x03, 0x01, 0x00, 0x01, // memory: one, min 1 page
+		0x0b, 0x13, 0x01, 0x00, 0x41, 0x80, 0x02, 0x0b, 0x88, 0x80, 0x80, 0x80, 0x00,
+		1, 2, 3, 4, 5, 6, 7, 8}
+	got, err := dataAt(mod, 0x104, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "\x05\x06\x07\x08" {
+		t.Fatalf("dataAt(0x104, 4) = %v", got)
+	}
+	if _, err := dataAt(mod, 0x106, 4); err == nil {
+		t.Fatal("a range past the segment was read")
+	}
+	if _, err := dataAt(twoFuncs, 0, 1); err == nil {
+		t.Fatal("a module without data gave bytes")
+	}
+}
+
+// A sample goes to the handler whose control flow reaches it, whatever the layout: here
+// handler A jumps over B's code to its own tail, and both reach a shared block.
+func TestPerOpcodeFollowsControlFlow(t *testing.T) {
+	insns := []insn{
+		{off: 0x00, text: "mov %eax,%ecx", samples: 1},  // A
+		{off: 0x02, text: "jmp 0x20", samples: 0},       // A → its tail
+		{off: 0x10, text: "add $0x1,%eax", samples: 2},  // B
+		{off: 0x12, text: "jne 0x30", samples: 0},       // B → shared
+		{off: 0x14, text: "jmp 0x40", samples: 0},       // B → dispatch
+		{off: 0x20, text: "mov %ecx,%edx", samples: 4},  // A's tail
+		{off: 0x22, text: "jmp 0x30", samples: 0},       // A → shared
+		{off: 0x30, text: "mov %edx,%eax", samples: 8},  // shared
+		{off: 0x32, text: "jmp 0x40", samples: 0},       // → dispatch
+		{off: 0x40, text: "jmp *%r8", samples: 16},      // dispatch
+		{off: 0x50, text: "mov %eax,%eax", samples: 32}, // unreachable from A and B
+	}
+	per := perOpcode(insns, map[int]int{1: 0x00, 2: 0x10}, func(i int) bool { return insns[i].off == 0x40 }, 0)
+	want := map[int]int{1: 1 + 4, 2: 2, -1: 8, -2: 32}
+	for k, n := range want {
+		if per[k] != n {
+			t.Errorf("per[%d] = %d, want %d (all %v)", k, per[k], n, per)
+		}
+	}
+}

@@ -32,6 +32,8 @@ type config struct {
 	top      int
 	reuse    bool
 	native   string
+	raw      string
+	opcodes  string
 }
 
 func main() {
@@ -46,6 +48,8 @@ func main() {
 	flag.StringVar(&cfg.fn, "func", "", "the guest function to annotate (default: the hottest)")
 	flag.IntVar(&cfg.top, "top", 40, "how many of the hottest instructions to list")
 	flag.StringVar(&cfg.native, "native", "", "profile this native QuickJS build (make native: build/native/qjs-bench) instead of the guest")
+	flag.StringVar(&cfg.raw, "raw", "build/guest/raw.wasm", "the uninstrumented guest of the same build as -map, for the dispatch table's bytes")
+	flag.StringVar(&cfg.opcodes, "opcodes", "build/quickjs/quickjs-opcode.h", "QuickJS's opcode list, to name the handlers")
 	flag.BoolVar(&cfg.reuse, "reuse", false, "attribute the last run's samples again (OUT/perf.data, code.bin, cache.bin, base) instead of profiling")
 	flag.Parse()
 	var err error
@@ -318,6 +322,9 @@ func report(w io.Writer, cfg config, s samples, c *compiled, names []string) err
 		fmt.Fprintf(w, "the dispatch block is %x–%x (%d instructions): the join most handlers jump back to, up to its jump through the table\n",
 			insns[lo].off, insns[hi].off, hi-lo+1)
 	}
+	if err := guestOpcodes(w, cfg, c, insns, lo, hi, fnSamples); err != nil {
+		fmt.Fprintln(w, "\nper bytecode: not available:", err)
+	}
 	fmt.Fprintf(w, "\nits %d hottest instructions:\n", cfg.top)
 	idx := make([]int, len(insns))
 	for i := range idx {
@@ -371,4 +378,39 @@ func dispatchBlock(insns []insn) (lo, hi int) {
 		}
 	}
 	return 0, -1
+}
+
+// guestOpcodes splits the function's samples outside the dispatch block by bytecode.
+func guestOpcodes(w io.Writer, cfg config, c *compiled, insns []insn, lo, hi, total int) error {
+	if lo > hi {
+		return fmt.Errorf("no dispatch block")
+	}
+	names, err := opcodeNames(cfg.opcodes)
+	if err != nil {
+		return err
+	}
+	m, err := os.Open(cfg.linkMap)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	addr, size, err := mapChunk(m, ".rodata.JS_CallInternal.dispatch_table")
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(cfg.raw)
+	if err != nil {
+		return err
+	}
+	table, err := dataAt(raw, addr, size)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.raw, err)
+	}
+	handlers, err := guestHandlers(c, insns, lo, hi, table)
+	if err != nil {
+		return err
+	}
+	per := perOpcode(insns, handlers, func(i int) bool { return i >= lo && i <= hi }, 0)
+	writeOpcodes(w, "its samples outside the dispatch block, by bytecode handler", per, handlers, names, total, 12)
+	return nil
 }

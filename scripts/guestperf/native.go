@@ -96,6 +96,14 @@ func profileNative(cfg config, w io.Writer) error {
 	for _, k := range []string{kindOther, kindSpill, kindReload, kindDispatch} {
 		fmt.Fprintf(w, "  %-14s %7.1f %% %6d i\n", k, 100*float64(byClass[k])/float64(max(fnSamples, 1)), nClass[k])
 	}
+	if names, err := opcodeNames(cfg.opcodes); err != nil {
+		fmt.Fprintln(w, "\nper bytecode: not available:", err)
+	} else if handlers, err := nativeHandlers(cfg.native, fn); err != nil {
+		fmt.Fprintln(w, "\nper bytecode: not available:", err)
+	} else {
+		per := perOpcode(insns, handlers, func(int) bool { return false }, start)
+		writeOpcodes(w, "its samples by bytecode handler (each with its own dispatch)", per, handlers, names, fnSamples, 12)
+	}
 	return nil
 }
 

@@ -1,7 +1,9 @@
 // Package seed holds the sandbox guest compiled for this binary's platform at build time,
 // as wazero compilation cache entries, and installs them into a cache directory that
 // lacks them: a fresh CI runner's first 'libos validate' then reads machine code instead
-// of compiling the guest (about half a second of CPU).
+// of compiling the guest (about half a second of CPU). 'libos cache warm' also leaves
+// there the snapshot of the guest's prepared state (wasm/snapfile.go), so the seed carries
+// that file too and the first run does not prepare the state either.
 //
 // It owns only those entries and their installation; it must not decide anything about
 // the guest. The entries come from 'make build' (scripts/build-seeded.sh runs 'libos cache
@@ -13,6 +15,7 @@
 // entry's file name is wazero's key, a hash of the guest's bytes, the wazero version (its
 // directory) and the CPU features of the machine that compiled it, so a seed for another
 // guest, wazero or CPU is never looked up; and the machine code carries a checksum that
-// wazero verifies on load. Install also writes nothing when the seed records a guest other
-// than the one embedded.
+// wazero verifies on load; the snapshot file is checked the same way by the Engine (its
+// key and checksum) before it is used. Install also writes nothing when the seed records
+// a guest other than the one embedded.
 package seed
