@@ -405,7 +405,7 @@ func (k *Kernel) checkInput(_ context.Context, p *process, c *admitted) *Error {
 		}
 		c.e, c.args = e, nested
 	}
-	if details := validate(c.e.in, &c.args); details != nil {
+	if details := validate(c.e.in, c.e.inPlain, &c.args); details != nil {
 		return &Error{Layer: layer, Code: CodeSchemaInvalid, Details: details,
 			Message: fmt.Sprintf("arguments of %s do not match its input schema: %s", c.e.Name, liberr.DescribeDetails(details))}
 	}
@@ -524,7 +524,7 @@ func (k *Kernel) settle(ctx context.Context, p *process, call *Call, e *entry, o
 		}
 	}
 	if e.out != nil {
-		if details := validate(e.out, &v); details != nil {
+		if details := validate(e.out, e.outPlain, &v); details != nil {
 			return nil, k.fail(ctx, p, call, FailedAtResult, &Error{Layer: layer, Code: CodeOutputInvalid, Details: details,
 				Message: fmt.Sprintf("result of %s does not match its output schema: %s", e.Name, liberr.DescribeDetails(details))})
 		}

@@ -171,11 +171,14 @@ var toolNameRE = image.ToolName
 // entry is a tool with its schemas compiled once.
 type entry struct {
 	Tool
-	in, out   *jsonschema.Schema
-	inSchema  json.RawMessage // canonical text, for rendering
-	outSchema json.RawMessage
-	strict    bool   // the input schema fits the OpenAI strict-mode subset
-	defHash   string // what approvals are bound to (definitionHash)
+	in, out *jsonschema.Schema
+	// inPlain and outPlain are the same schemas for the fast check when they use only
+	// the plain keywords (plainschema.go); nil otherwise.
+	inPlain, outPlain *plainSchema
+	inSchema          json.RawMessage // canonical text, for rendering
+	outSchema         json.RawMessage
+	strict            bool   // the input schema fits the OpenAI strict-mode subset
+	defHash           string // what approvals are bound to (definitionHash)
 }
 
 func toolErr(name, format string, args ...any) *Error {
@@ -210,12 +213,14 @@ func compileTool(t Tool, maxDepth int) (*entry, error) {
 	if tp, ok := doc.Get("type"); !ok || tp.Kind != jsonexact.String || tp.S != "object" {
 		return nil, toolErr(t.Name, `the input schema's root must be {"type":"object", …}`)
 	}
+	e.inPlain = compilePlain(&doc)
 	e.inSchema = doc.Canonical()
 	e.strict = render.Strict(e.inSchema)
 	if len(t.OutputSchema) > 0 {
 		if e.out, doc, err = compileSchema(t.Name, "output", t.OutputSchema, maxDepth); err != nil {
 			return nil, err
 		}
+		e.outPlain = compilePlain(&doc)
 		e.outSchema = doc.Canonical()
 	}
 	e.defHash = definitionHash(e.Tool, e.inSchema, e.outSchema)
@@ -252,8 +257,12 @@ func compileSchema(tool, which string, raw json.RawMessage, maxDepth int) (*json
 	return s, doc, nil
 }
 
-// validate checks v against s and returns the violations as data.
-func validate(s *jsonschema.Schema, v *jsonexact.Value) []Detail {
+// validate checks v against s and returns the violations as data. plain, when not
+// nil, is s for the fast check: what it accepts is valid without asking s.
+func validate(s *jsonschema.Schema, plain *plainSchema, v *jsonexact.Value) []Detail {
+	if plain != nil && plain.accepts(v) {
+		return nil
+	}
 	err := s.Validate(v.ToAny())
 	if err == nil {
 		return nil

@@ -58,6 +58,8 @@ type Store struct {
 	// value a successful batch left, never one of a discarded batch. Append reads it
 	// instead of the head record; Head and Verify always read the record.
 	heads map[string]cachedHead
+	// kbuf and vbuf are the scratch buffers every Tx borrows (under wmu).
+	kbuf, vbuf []byte
 	// ceilings holds, per process, the call-ID ceilings of its open markers and results
 	// (under wmu; callceil.go).
 	ceilings map[string]*callCeiling
@@ -440,13 +442,15 @@ func (s *Store) runTx(quota *Quota, fn func(tx *Tx) error) (*Tx, error) {
 	if c := s.corruption(); c != nil {
 		return nil, newError(CodeCorrupt, c, "writes refused: "+CorruptAdvice)
 	}
-	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC(), quota: quota}
+	tx := &Tx{s: s, b: s.db.NewIndexedBatch(), now: s.now().UTC(), quota: quota, kbuf: s.kbuf, vbuf: s.vbuf}
 	tx.reader = reader{r: tx.b, enter: tx.enterRead}
 	kept := false
 	defer func() {
 		if !kept {
 			tx.b.Close() // fn failed, panicked or wrote nothing
 		}
+		// The buffers go back for the next Tx unless a large record grew them.
+		s.kbuf, s.vbuf = keepScratch(tx.kbuf), keepScratch(tx.vbuf)
 	}()
 	tx.active = true
 	err := fn(tx)
@@ -456,6 +460,16 @@ func (s *Store) runTx(quota *Quota, fn func(tx *Tx) error) (*Tx, error) {
 	}
 	kept = true
 	return tx, nil
+}
+
+// maxScratch bounds the scratch buffers a Store keeps between transactions.
+const maxScratch = 64 << 10
+
+func keepScratch(b []byte) []byte {
+	if cap(b) > maxScratch {
+		return nil
+	}
+	return b[:0]
 }
 
 // maxCachedHeads bounds the head cache; past it the cache starts over.

@@ -28,8 +28,11 @@ type Tx struct {
 	// batch is applied: a short list (a Tx nearly always writes one process), so that
 	// a call's batches allocate no map.
 	heads []stagedHead
-	// kbuf is scratch space for the keys and small values the Tx stages: a batch
-	// copies what it is given, so one buffer serves every write.
+	// heads0 backs heads for the usual single process.
+	heads0 [1]stagedHead
+	// kbuf and vbuf are scratch space for the keys and values the Tx stages: a batch
+	// copies what it is given, so one buffer serves every write. They are the
+	// Store's (scratch), lent to the Tx under wmu and handed back by runTx.
 	kbuf, vbuf []byte
 	// quota is the Quota of the context the Tx runs under, or nil.
 	quota *Quota
@@ -65,6 +68,9 @@ func (tx *Tx) stage(pid string, h cachedHead) {
 			tx.heads[i].cachedHead = h
 			return
 		}
+	}
+	if tx.heads == nil {
+		tx.heads = tx.heads0[:0]
 	}
 	tx.heads = append(tx.heads, stagedHead{pid: pid, cachedHead: h})
 }

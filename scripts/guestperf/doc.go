@@ -34,6 +34,10 @@
 // (each handler's dispatch, frame loads and stores) and per bytecode (its dispatch table
 // is filled by the PIE's relocations), so both builds can be compared.
 //
+// With -static it compiles a guest build with wazero without running it and counts the
+// instructions of one function by kind and lists its dispatch block: how a build change
+// (the fuel instrumentation, a compiler flag) changes the code.
+//
 // A timer sample lands on the instruction after the one that stalled (skid), so shares
 // are read per block and per kind, not per instruction.
 //

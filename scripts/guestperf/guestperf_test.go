@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -195,5 +197,38 @@ func TestPerOpcodeFollowsControlFlow(t *testing.T) {
 		if per[k] != n {
 			t.Errorf("per[%d] = %d, want %d (all %v)", k, per[k], n, per)
 		}
+	}
+}
+
+// -static compiles a build without running it and reads its code with the same kinds; a map
+// of another link (a different number of functions) is refused, never misapplied.
+func TestStaticCountsNamesAndRefusesAForeignMap(t *testing.T) {
+	if _, err := exec.LookPath("objdump"); err != nil {
+		t.Skip("objdump (binutils) not installed")
+	}
+	dir := t.TempDir()
+	wasmPath := filepath.Join(dir, "two.wasm")
+	mapPath := filepath.Join(dir, "two.map")
+	if err := os.WriteFile(wasmPath, twoFuncs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	twoMap := "    Addr      Off     Size Out     In      Symbol\n" +
+		"       -       1a       11 CODE\n" +
+		"       -       1c        5         a.o:(one)\n" +
+		"       -       1c        5                 one\n" +
+		"       -       21        5         a.o:(two)\n" +
+		"       -       21        5                 two\n"
+	if err := os.WriteFile(mapPath, []byte(twoMap), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := staticCounts(config{linkMap: mapPath, static: wasmPath, fn: "two"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "two.wasm: two, ") || !strings.Contains(out.String(), "bounds-check") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	if err := staticCounts(config{linkMap: "testdata/guest.map", static: wasmPath, fn: "two"}, &out); err == nil {
+		t.Fatal("a map naming 6 functions was applied to a module of 2")
 	}
 }

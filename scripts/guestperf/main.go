@@ -34,6 +34,7 @@ type config struct {
 	native   string
 	raw      string
 	opcodes  string
+	static   string
 }
 
 func main() {
@@ -50,12 +51,15 @@ func main() {
 	flag.StringVar(&cfg.native, "native", "", "profile this native QuickJS build (make native: build/native/qjs-bench) instead of the guest")
 	flag.StringVar(&cfg.raw, "raw", "build/guest/raw.wasm", "the uninstrumented guest of the same build as -map, for the dispatch table's bytes")
 	flag.StringVar(&cfg.opcodes, "opcodes", "build/quickjs/quickjs-opcode.h", "QuickJS's opcode list, to name the handlers")
+	flag.StringVar(&cfg.static, "static", "", "count the instructions of -func by kind in this guest build, compiled but not run (no perf)")
 	flag.BoolVar(&cfg.reuse, "reuse", false, "attribute the last run's samples again (OUT/perf.data, code.bin, cache.bin, base) instead of profiling")
 	flag.Parse()
 	var err error
 	switch {
 	case cfg.child:
 		err = runChild(cfg)
+	case cfg.static != "":
+		err = staticCounts(cfg, os.Stdout)
 	case cfg.native != "":
 		err = profileNative(cfg, os.Stdout)
 	default:
