@@ -64,16 +64,18 @@ native: $(BUILD)/quickjs/.verified
 GUEST_PROFILE_FLAGS ?=
 guest-profile: $(BUILD)/quickjs/.verified | toolchain
 	@mkdir -p $(BUILD)/guest-profile
-	@if [ -f $(BUILD)/guest-profile/raw.map ] && cmp -s $(BUILD)/guest-profile/libos_guest.wasm $(GUEST); then \
+	@if [ -f $(BUILD)/guest-profile/raw.map ] && [ -f $(BUILD)/guest-profile/raw.wasm ] && cmp -s $(BUILD)/guest-profile/libos_guest.wasm $(GUEST); then \
 		echo "guest-profile: reusing $(BUILD)/guest-profile/raw.map (its build is the committed guest)"; \
 	else \
 		GUEST_LDFLAGS=-Wl,--Map=$(BUILD)/guest-profile/raw.map wasm/guest/build.sh $(BUILD) \
 			$(BUILD)/guest-profile/libos_guest.wasm $(BUILD)/guest-profile/guest_version.txt || exit 1; \
 		cmp -s $(BUILD)/guest-profile/libos_guest.wasm $(GUEST) || { \
 			echo "guest-profile: the guest linked with --Map is not $(GUEST); run make guest-verify"; exit 1; }; \
+		cp $(BUILD)/guest/raw.wasm $(BUILD)/guest-profile/raw.wasm; \
 	fi
 	$(GO) build -o $(BUILD)/guest-profile/guestperf ./scripts/guestperf
-	$(BUILD)/guest-profile/guestperf -map $(BUILD)/guest-profile/raw.map -out $(BUILD)/guest-profile $(GUEST_PROFILE_FLAGS)
+	$(BUILD)/guest-profile/guestperf -map $(BUILD)/guest-profile/raw.map -raw $(BUILD)/guest-profile/raw.wasm \
+		-out $(BUILD)/guest-profile $(GUEST_PROFILE_FLAGS)
 	@if [ -x $(BUILD)/native/qjs-bench ]; then \
 		$(BUILD)/guest-profile/guestperf -native $(BUILD)/native/qjs-bench -out $(BUILD)/guest-profile $(GUEST_PROFILE_FLAGS); \
 	else echo "guest-profile: no native build to compare with (make native)"; fi
