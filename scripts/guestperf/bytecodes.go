@@ -43,13 +43,13 @@ func opcodeNames(path string) ([]string, error) {
 }
 
 // guestHandlers maps each opcode to the offset of its handler in the compiled guest, from
-// the dispatch table's bytes (table, 256 little-endian u32) and the br_table at the end
-// of the dispatch block [lo, hi].
-func guestHandlers(c *compiled, insns []insn, lo, hi int, table []byte) (map[int]int, error) {
+// the dispatch table's bytes (table, 256 little-endian u32) and the br_table that ends
+// in the indirect jump at index hi.
+func guestHandlers(c *compiled, insns []insn, hi int, table []byte) (map[int]int, error) {
 	var bias, clamp int64
 	var jt int
 	found := 0
-	for i := lo; i <= hi; i++ {
+	for i := max(0, hi-6); i <= hi; i++ {
 		op, args := split(insns[i].text)
 		switch {
 		case op == "add" && len(args) == 2 && strings.HasPrefix(args[0], "$") && i+6 == hi:

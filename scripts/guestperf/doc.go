@@ -21,8 +21,9 @@
 //   - The hottest function (or -func) is disassembled with GNU objdump and each
 //     instruction is given a kind from the shapes wazero's amd64 backend emits
 //     (classify.go): bounds check, trap exit, fuel check, br_table, spill, reload, other.
-//     The dispatch block is the join most of the function's direct jumps go to, through
-//     to its indirect jump.
+//     The dispatch block is the join most of the function's direct jumps go to and what is
+//     reachable from it (both ways of a conditional jump, never a trap exit) up to the
+//     first indirect jump.
 //   - Per bytecode: the dispatch table (read from the guest's data segment at the address
 //     the map gives) and the br_table that ends the dispatch block give each opcode's
 //     handler; the function's control flow is walked from every handler, so a sample

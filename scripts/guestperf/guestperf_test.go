@@ -124,9 +124,17 @@ func TestClassifyWazeroDispatchBlock(t *testing.T) {
 	if count[kindBounds] != 11 || count[kindBrTable] != 7 || count[kindFuel] != 5 {
 		t.Errorf("kinds %v", count)
 	}
-	lo, hi := dispatchBlock(append(insns, insn{off: 0xfffff, text: "jmp 0xa92f8"}))
-	if insns[lo].off != 0xa92f8 || insns[hi].off != 0xa9422 {
-		t.Errorf("dispatch block %x–%x", insns[lo].off, insns[hi].off)
+	block, jump := dispatchBlock(append(insns, insn{off: 0xfffff, text: "jmp 0xa92f8"}))
+	n := 0
+	for i := range insns {
+		if block[i] {
+			n++
+		} else if kinds[i] != kindTrapExit {
+			t.Errorf("%x (%s) left out of the dispatch block", insns[i].off, kinds[i])
+		}
+	}
+	if jump < 0 || insns[jump].off != 0xa9422 || n != 64-18 {
+		t.Errorf("dispatch block of %d instructions up to %d", n, jump)
 	}
 }
 
@@ -222,13 +230,13 @@ func TestStaticCountsNamesAndRefusesAForeignMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := staticCounts(config{linkMap: mapPath, static: wasmPath, fn: "two"}, &out); err != nil {
+	if err := staticCounts(config{linkMap: mapPath, static: wasmPath, fn: "two", out: dir}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "two.wasm: two, ") || !strings.Contains(out.String(), "bounds-check") {
 		t.Fatalf("output:\n%s", out.String())
 	}
-	if err := staticCounts(config{linkMap: "testdata/guest.map", static: wasmPath, fn: "two"}, &out); err == nil {
+	if err := staticCounts(config{linkMap: "testdata/guest.map", static: wasmPath, fn: "two", out: dir}, &out); err == nil {
 		t.Fatal("a map naming 6 functions was applied to a module of 2")
 	}
 }

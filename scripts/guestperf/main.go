@@ -304,11 +304,11 @@ func report(w io.Writer, cfg config, s samples, c *compiled, names []string) err
 	for i, in := range insns {
 		byClass[cls[i]] += in.samples
 	}
-	lo, hi := dispatchBlock(insns)
+	block, jump := dispatchBlock(insns)
 	inBlock, inHandlers := map[string]int{}, map[string]int{}
 	nBlock, nHandlers := map[string]int{}, map[string]int{}
 	for i, in := range insns {
-		if i >= lo && i <= hi {
+		if block[i] {
 			inBlock[cls[i]] += in.samples
 			nBlock[cls[i]]++
 		} else {
@@ -322,11 +322,17 @@ func report(w io.Writer, cfg config, s samples, c *compiled, names []string) err
 		f := func(n int) float64 { return 100 * float64(n) / float64(max(fnSamples, 1)) }
 		fmt.Fprintf(w, "  %-14s %7.1f %%          %7.1f %% %5d i   %7.1f %% %6d i\n", k, f(byClass[k]), f(inBlock[k]), nBlock[k], f(inHandlers[k]), nHandlers[k])
 	}
-	if lo <= hi {
-		fmt.Fprintf(w, "the dispatch block is %x–%x (%d instructions): the join most handlers jump back to, up to its jump through the table\n",
-			insns[lo].off, insns[hi].off, hi-lo+1)
+	if jump >= 0 {
+		n := 0
+		for _, b := range block {
+			if b {
+				n++
+			}
+		}
+		fmt.Fprintf(w, "the dispatch block is the %d instructions reachable from the join most handlers jump back to, up to its jump through the table at %x (trap exits left out)\n",
+			n, insns[jump].off)
 	}
-	if err := guestOpcodes(w, cfg, c, insns, lo, hi, fnSamples); err != nil {
+	if err := guestOpcodes(w, cfg, c, insns, block, jump, fnSamples); err != nil {
 		fmt.Fprintln(w, "\nper bytecode: not available:", err)
 	}
 	fmt.Fprintf(w, "\nits %d hottest instructions:\n", cfg.top)
@@ -354,16 +360,19 @@ func sorted(m map[int]int) []kv {
 }
 
 // dispatchBlock finds the interpreter's dispatch: the instruction most direct jumps of the
-// function go to (where the handlers come back), through to the first indirect jump from
-// there. lo > hi when the function has no such jump.
-func dispatchBlock(insns []insn) (lo, hi int) {
+// function go to (where the handlers come back), and every instruction reachable from it,
+// along fall-throughs and both ways of a conditional jump but never into a trap exit,
+// before an indirect jump. in[i] says whether instruction i is in it; jump is the index
+// of the indirect jump, -1 when none is reached within 400 instructions.
+func dispatchBlock(insns []insn) (in []bool, jump int) {
+	in = make([]bool, len(insns))
 	at := map[int]int{}
-	for i, in := range insns {
-		at[in.off] = i
+	for i, ins := range insns {
+		at[ins.off] = i
 	}
 	count := map[int]int{}
-	for _, in := range insns {
-		if op, args := split(in.text); op == "jmp" && len(args) == 1 {
+	for _, ins := range insns {
+		if op, args := split(ins.text); op == "jmp" && len(args) == 1 {
 			if t, ok := target(args[0]); ok {
 				if _, ok := at[t]; ok {
 					count[t]++
@@ -373,20 +382,50 @@ func dispatchBlock(insns []insn) (lo, hi int) {
 	}
 	best := sorted(count)
 	if len(best) == 0 {
-		return 0, -1
+		return in, -1
 	}
-	lo = at[best[0].k]
-	for i := lo; i < len(insns); i++ {
-		if op, args := split(insns[i].text); op == "jmp" && len(args) == 1 && strings.HasPrefix(args[0], "*") {
-			return lo, i
+	kinds := classify(insns)
+	jump = -1
+	work := []int{at[best[0].k]}
+	steps := 0
+	for len(work) > 0 && steps < 400 {
+		i := work[len(work)-1]
+		work = work[:len(work)-1]
+		for ; i < len(insns) && !in[i] && kinds[i] != kindTrapExit && steps < 400; i++ {
+			in[i] = true
+			steps++
+			op, args := split(insns[i].text)
+			if op == "ret" {
+				break
+			}
+			if len(op) == 0 || op[0] != 'j' || len(args) != 1 {
+				continue
+			}
+			if strings.HasPrefix(args[0], "*") {
+				if jump < 0 {
+					jump = i
+				}
+				break
+			}
+			if t, ok := target(args[0]); ok {
+				if k, ok := at[t]; ok {
+					work = append(work, k)
+				}
+			}
+			if op == "jmp" {
+				break
+			}
 		}
 	}
-	return 0, -1
+	if jump < 0 {
+		return make([]bool, len(insns)), -1
+	}
+	return in, jump
 }
 
 // guestOpcodes splits the function's samples outside the dispatch block by bytecode.
-func guestOpcodes(w io.Writer, cfg config, c *compiled, insns []insn, lo, hi, total int) error {
-	if lo > hi {
+func guestOpcodes(w io.Writer, cfg config, c *compiled, insns []insn, block []bool, jump, total int) error {
+	if jump < 0 {
 		return fmt.Errorf("no dispatch block")
 	}
 	names, err := opcodeNames(cfg.opcodes)
@@ -410,11 +449,11 @@ func guestOpcodes(w io.Writer, cfg config, c *compiled, insns []insn, lo, hi, to
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.raw, err)
 	}
-	handlers, err := guestHandlers(c, insns, lo, hi, table)
+	handlers, err := guestHandlers(c, insns, jump, table)
 	if err != nil {
 		return err
 	}
-	per := perOpcode(insns, handlers, func(i int) bool { return i >= lo && i <= hi }, 0)
+	per := perOpcode(insns, handlers, func(i int) bool { return block[i] }, 0)
 	writeOpcodes(w, "its samples outside the dispatch block, by bytecode handler", per, handlers, names, total, 12)
 	return nil
 }

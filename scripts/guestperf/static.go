@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/tetratelabs/wazero"
 )
@@ -62,23 +63,43 @@ func staticCounts(cfg config, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	listing := filepath.Join(cfg.out, "static."+name+".txt")
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return err
+	}
+	if err := writeListing(listing, insns, 0); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "listing in %s\n", listing)
 	cls := classify(insns)
-	lo, hi := dispatchBlock(insns)
-	all, block := map[string]int{}, map[string]int{}
-	for i := range insns {
-		all[cls[i]]++
-		if i >= lo && i <= hi {
-			block[cls[i]]++
+	block, jump := dispatchBlock(insns)
+	all, inBlock := map[string]int{}, map[string]int{}
+	n := 0
+	for _, b := range block {
+		if b {
+			n++
 		}
 	}
-	fmt.Fprintf(w, "%s: %s, %d bytes, %d instructions; dispatch block %d instructions\n", cfg.static, name, c.size(fn), len(insns), hi-lo+1)
+	for i := range insns {
+		all[cls[i]]++
+		if block[i] {
+			inBlock[cls[i]]++
+		}
+	}
+	fmt.Fprintf(w, "%s: %s, %d bytes, %d instructions; dispatch block %d instructions (trap exits left out)\n", cfg.static, name, c.size(fn), len(insns), n)
 	fmt.Fprintf(w, "  %-14s %8s %8s\n", "kind", "all", "block")
 	for _, k := range []string{kindOther, kindSpill, kindReload, kindBounds, kindFuel, kindBrTable, kindTrapExit} {
-		fmt.Fprintf(w, "  %-14s %8d %8d\n", k, all[k], block[k])
+		fmt.Fprintf(w, "  %-14s %8d %8d\n", k, all[k], inBlock[k])
 	}
-	fmt.Fprintln(w, "  the dispatch block:")
-	for i := lo; i <= hi; i++ {
-		fmt.Fprintf(w, "    %8x  %-14s %s\n", insns[i].off, cls[i], insns[i].text)
+	if jump < 0 {
+		fmt.Fprintln(w, "  no dispatch block: no indirect jump is reached from the function's main join")
+		return nil
+	}
+	fmt.Fprintf(w, "  the dispatch block, up to the indirect jump at %x:\n", insns[jump].off)
+	for i := range insns {
+		if block[i] {
+			fmt.Fprintf(w, "    %8x  %-14s %s\n", insns[i].off, cls[i], insns[i].text)
+		}
 	}
 	return nil
 }
