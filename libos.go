@@ -25,9 +25,9 @@ import (
 // Options configures a System. The zero value is ready to use: no compilation cache on
 // disk, the sandbox's and the kernel's default limits, the built-in tools only.
 type Options struct {
-	// CacheDir holds wazero's compilation cache of the sandbox guest, so that a new
-	// process starts without compiling it again (DefaultCacheDir is the one the libos
-	// command uses). It is created if missing. Empty compiles in memory and writes
+	// CacheDir holds wazero's compilation cache of the sandbox guest and the snapshot of
+	// its prepared state, so that a new process starts without compiling the guest or
+	// preparing that state again (DefaultCacheDir is the one the libos command uses). It is created if missing. Empty compiles in memory and writes
 	// nothing outside the store's directory. A directory that cannot be used fails Open
 	// with an error that matches ErrCache.
 	CacheDir string

@@ -39,8 +39,10 @@ const (
 // Config configures an Engine. The zero value is ready to use.
 type Config struct {
 	// CacheDir, when not empty, holds wazero's on-disk compilation cache, so that a new
-	// process compiles the guest in milliseconds instead of a third of a second. The
-	// directory is created if missing. Empty means compile in memory every time.
+	// process compiles the guest in milliseconds instead of a third of a second, and the
+	// snapshot of the guest's prepared state (snapfile.go), so that it does not build that
+	// state again. The directory is created if missing. Empty means compile in memory
+	// every time.
 	CacheDir string
 	// MaxMemory is the hard cap, in bytes, of every instance's linear memory, enforced by
 	// wazero's page limit: the guest cannot grow past it whatever it does. Rounded down to
