@@ -6,8 +6,8 @@ import (
 
 // The call-ID ceiling: proving a new call ID absent without searching the tables.
 //
-// tool_called must find no open marker of its call, and a ToolResult must find no
-// result of its call: two point reads per call, under the write lock, of keys that are
+// tool_called must find no open marker of its call, a ToolResult must find no result
+// of its call, and a syscall's journal entry no entry at its index: point reads, under the write lock, of keys that are
 // almost never there. A Pebble Get of an absent key seeks every memtable and every
 // level (L6 without its bloom filter, which Get does not read there), and with random
 // call IDs lands on a random data block, usually not cached. The ceiling replaces both
@@ -22,9 +22,10 @@ import (
 // restarts too. The engine's call IDs grow with time (randid.Ordered), so a call opened
 // after every other takes the comparison.
 
-// callCeiling holds the two ceilings of one process.
+// callCeiling holds the ceilings of one process: of its open markers, its results and
+// its journal entries.
 type callCeiling struct {
-	open, res ceiling
+	open, res, jrnl ceiling
 }
 
 // ceiling is one table's ceiling; it is read from the table on first use.
@@ -33,16 +34,22 @@ type ceiling struct {
 	read bool
 }
 
-// of returns the ceiling of tbl (tOpen or tResult) in c.
+// of returns the ceiling of tbl (tOpen, tResult or tJournal) in c.
 func (c *callCeiling) of(tbl string) *ceiling {
-	if tbl == tOpen {
+	switch tbl {
+	case tOpen:
 		return &c.open
+	case tJournal:
+		return &c.jrnl
 	}
 	return &c.res
 }
 
 // callAbove reports whether call sorts above every call ID of pid's keys in tbl (tOpen
-// or tResult), so that the key of call is proven absent. It reads the ceiling once per
+// or tResult), so that the key of call is proven absent. In tJournal, call is the
+// whole key after the process's prefix (the call ID, 0x00 and the entry's index): what
+// is compared is always the key's bytes after prefix(tbl, pid), so the proof holds
+// whatever the IDs look like. It reads the ceiling once per
 // process; when that read fails it answers false, and the caller looks the key up.
 func (tx *Tx) callAbove(tbl, pid, call string) bool {
 	c := tx.s.ceilingOf(pid).of(tbl)

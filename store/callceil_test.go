@@ -113,6 +113,56 @@ func TestCallIDReuseDetectedWithCeiling(t *testing.T) {
 	wantCode(t, open(s, f), CodeConflict)
 }
 
+// "An entry is written once: a second entry at the same index is a conflict", with the
+// journal's ceiling: entries in index order (each above the last), out of order and
+// for a call below the ceiling are all checked, in one batch and after reopening.
+func TestJournalReuseDetectedWithCeiling(t *testing.T) {
+	fs := openMemFS(t)
+	s := mustOpenFS(t, fs)
+	put := func(s *Store, call string, index int) error {
+		return s.Update(ctx, func(tx *Tx) error {
+			_, err := tx.PutJournal(JournalEntry{PID: "pid_1", CallID: call, Index: index, Route: "clock.now", Args: json.RawMessage(`{}`)})
+			return err
+		})
+	}
+	a, b := randid.Ordered("call_"), randid.Ordered("call_")
+	steps := []struct {
+		call  string
+		index int
+	}{{a, 0}, {a, 1}, {b, 1}, {b, 0}, {a, 2}, {"c1", 0}}
+	for _, st := range steps {
+		if err := put(s, st.call, st.index); err != nil {
+			t.Fatalf("entry %d of %s: %v", st.index, st.call, err)
+		}
+		wantCode(t, put(s, st.call, st.index), CodeConflict)
+	}
+	err := s.Update(ctx, func(tx *Tx) error {
+		for range 2 {
+			if _, err := tx.PutJournal(JournalEntry{PID: "pid_1", CallID: b, Index: 7, Route: "clock.now"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	wantCode(t, err, CodeConflict)
+	if err := put(s, b, 7); err != nil {
+		t.Fatalf("entry 7 of %s after a discarded batch: %v", b, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpenFS(t, fs)
+	for _, st := range append(steps, struct {
+		call  string
+		index int
+	}{b, 7}) {
+		wantCode(t, put(s, st.call, st.index), CodeConflict)
+	}
+	if err := put(s, b, 8); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func openMemFS(t testing.TB) vfs.FS {
 	t.Helper()
 	return vfs.NewMem()

@@ -109,8 +109,8 @@
 //
 // A call ID is proven new without a read when it sorts above the process's call-ID
 // ceiling (callceil.go): the largest call ID of its open markers, and separately of its
-// results, read once per process after Open with one reverse seek and raised by every
-// write of such a key. Any other call ID is looked up as before, so reuse is detected
+// results and of its journal entries (call ID and index), read once per process after
+// Open with one reverse seek and raised by every write of such a key. Any other call ID is looked up as before, so reuse is detected
 // exactly whatever IDs a caller makes; the engine's call IDs grow with time
 // (randid.Ordered), so its calls take the proof without the read.
 //

@@ -84,13 +84,18 @@ func (tx *Tx) PutJournal(e JournalEntry) (string, error) {
 		return "", err
 	}
 	k := journalKey(e.PID, e.CallID, e.Index)
-	ok, err := tx.exists(k)
-	if err != nil {
-		return "", err
+	// The entry's place among the process's journal keys: the call ID, then the index.
+	suffix := string(k[len(tJournal)+1+len(e.PID)+1:])
+	if !tx.callAbove(tJournal, e.PID, suffix) {
+		ok, err := tx.exists(k)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return "", errorf(CodeConflict, nil, "call %q of %s already has journal entry %d", e.CallID, e.PID, e.Index)
+		}
 	}
-	if ok {
-		return "", errorf(CodeConflict, nil, "call %q of %s already has journal entry %d", e.CallID, e.PID, e.Index)
-	}
+	tx.raiseCall(tJournal, e.PID, suffix)
 	b, err := marshal(e)
 	if err != nil {
 		return "", errorf(CodeInvalid, err, "encode journal entry")
