@@ -8,6 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 
@@ -130,6 +133,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	// is closed after its call rather than kept, so one big call does not pin memory in
 	// every pooled instance.
 	e.discardAbove = uint32(e.maxMemory / 4)
+	plain := rc // the configuration without the cache, for replaceCacheEntry
 	if cfg.CacheDir != "" {
 		// A binary built by 'make build' carries the guest compiled for its platform
 		// (internal/seed); a cache directory that lacks it gets it before wazero looks.
@@ -166,6 +170,16 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	// functions are independent. A hit reads the cache and compiles nothing.
 	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
 	compiled, err := e.rt.CompileModule(cctx, guest)
+	if err != nil && e.cache != nil {
+		// wazero fails the compile on a cache entry it cannot read (truncated, or its
+		// checksum does not match) rather than compiling, and never replaces the entry,
+		// so every later process would fail too. The guest is compiled into an empty
+		// directory; if that works, the fresh entry replaces the old one and the compile
+		// is tried again, now a cache hit.
+		if rerr := replaceCacheEntry(cctx, plain, cfg.CacheDir, guest); rerr == nil {
+			compiled, err = e.rt.CompileModule(cctx, guest)
+		}
+	}
 	if err != nil {
 		return fail(fmt.Errorf("wasm: compile guest: %w", err))
 	}
@@ -179,6 +193,48 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 	}
 	return e, nil
+}
+
+// replaceCacheEntry compiles guest with a compilation cache in a new directory inside
+// dir, then moves every entry wazero wrote there to the same place in dir, replacing
+// what is there (each by a rename, so a process reading the cache sees the old entry or
+// the new one).
+func replaceCacheEntry(ctx context.Context, rc wazero.RuntimeConfig, dir string, guest []byte) error {
+	tmp, err := os.MkdirTemp(dir, ".recompile-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	cache, err := wazero.NewCompilationCacheWithDir(tmp)
+	if err != nil {
+		return err
+	}
+	defer cache.Close(ctx)
+	rt := wazero.NewRuntimeWithConfig(ctx, rc.WithCompilationCache(cache))
+	defer rt.Close(ctx)
+	if _, err := rt.CompileModule(ctx, guest); err != nil {
+		return err
+	}
+	moved := 0
+	err = filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(tmp, p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			return err
+		}
+		moved++
+		return os.Rename(p, dst)
+	})
+	if err == nil && moved == 0 {
+		err = errors.New("wasm: the compile wrote no cache entry")
+	}
+	return err
 }
 
 // Prepare builds the state every call starts from now rather than at the first call

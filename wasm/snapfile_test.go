@@ -254,3 +254,60 @@ func TestSnapshotPathsDifferByKey(t *testing.T) {
 		t.Error("a key was made from a guest hash that is not one")
 	}
 }
+
+// A command must not fail for want of a cache (cmd/libos, retryWithoutCache), and wazero
+// fails the compile on an entry it cannot read instead of compiling: NewEngine replaces
+// such an entry with a fresh compile (engine.go, replaceCacheEntry), so that this Engine
+// and every later one start.
+func TestDamagedCompiledEntryIsReplaced(t *testing.T) {
+	for _, damage := range []struct {
+		name string
+		do   func(b []byte) []byte
+	}{
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }},
+		{"machine code flipped", func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b }},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyCompiled(t, dir)
+			// Every entry of this wazero is damaged (the shared cache holds older guests'
+			// too); each is a fresh file, so the shared cache's own are left alone.
+			entries, _ := filepath.Glob(filepath.Join(dir, "wazero-"+wazeroVersion()+"-*", "*"))
+			if len(entries) == 0 {
+				t.Fatal("no compiled guest to damage")
+			}
+			good := map[string][]byte{}
+			for _, p := range entries {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				good[p] = b
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, damage.do(bytes.Clone(b)), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e := newHostTestEngine(t, Config{CacheDir: dir, PoolSize: 1})
+			if got := runAll(t, e); !bytes.Equal(got[0], []byte("42")) {
+				t.Fatalf("the Engine answers %q", got[0])
+			}
+			replaced := 0
+			for p, b := range good {
+				if now, err := os.ReadFile(p); err == nil && bytes.Equal(now, b) {
+					replaced++
+				}
+			}
+			if replaced != 1 {
+				t.Fatalf("%d damaged entries were replaced by a fresh compile, want the guest's one", replaced)
+			}
+			if left, _ := filepath.Glob(filepath.Join(dir, ".recompile-*")); len(left) != 0 {
+				t.Fatalf("left behind: %v", left)
+			}
+			// The next Engine reads the replaced entry.
+			newHostTestEngine(t, Config{CacheDir: dir, PoolSize: 1})
+		})
+	}
+}
