@@ -397,8 +397,14 @@ func (tx *Tx) PutToolResult(r ToolResult) error {
 	if err := checkID("call id", r.CallID); err != nil {
 		return err
 	}
-	if err := checkRaw("tool result", r.Structured); err != nil {
-		return err
+	r.Created = tx.now
+	// The encoding compacts Structured, which fails for text that is not JSON: the
+	// check checkRaw makes, before the conflict as it always came.
+	v, encoded := appendToolResult(tx.vbuf[:0], &r)
+	if !encoded {
+		if err := checkRaw("tool result", r.Structured); err != nil {
+			return err
+		}
 	}
 	if !tx.callAbove(tResult, r.PID, r.CallID) {
 		ok, err := tx.exists(resultKey(r.PID, r.CallID))
@@ -409,9 +415,16 @@ func (tx *Tx) PutToolResult(r ToolResult) error {
 			return errorf(CodeConflict, nil, "call %q of %s already has a result", r.CallID, r.PID)
 		}
 	}
+	if encoded {
+		tx.vbuf = v[:0]
+	} else {
+		var err error
+		if v, err = marshal(r); err != nil {
+			return errorf(CodeInvalid, err, "encode record")
+		}
+	}
 	tx.raiseCall(tResult, r.PID, r.CallID)
-	r.Created = tx.now
-	return tx.putJSON(resultKey(r.PID, r.CallID), r)
+	return tx.set(tx.key(tResult, r.PID, r.CallID), v)
 }
 
 // PutApproval creates or replaces approval a.ID of a.PID. Created is kept from the
