@@ -13,6 +13,7 @@ import (
 	"github.com/agentlibos/libos/engine/image"
 	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/internal/jsonexact"
+	"github.com/agentlibos/libos/internal/schemaerr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -252,7 +253,7 @@ func compileSchema(tool, which string, raw json.RawMessage, maxDepth int) (*json
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, jsonexact.Value{}, toolErr(tool, "%s schema does not compile: %v", which, err)
+		return nil, jsonexact.Value{}, toolErr(tool, "%s schema does not compile: %v", which, schemaerr.Canonical(err))
 	}
 	return s, doc, nil
 }
@@ -263,7 +264,7 @@ func validate(s *jsonschema.Schema, plain *plainSchema, v *jsonexact.Value) []De
 	if plain != nil && plain.accepts(v) {
 		return nil
 	}
-	err := s.Validate(v.ToAny())
+	err := schemaerr.Canonical(s.Validate(v.ToAny()))
 	if err == nil {
 		return nil
 	}

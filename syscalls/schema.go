@@ -8,6 +8,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/agentlibos/libos/internal/schemaerr"
 	"github.com/agentlibos/libos/liberr"
 )
 
@@ -20,7 +21,7 @@ const maxSchemaMessage = 512
 // JSON pointer of the offending value, e.g. `at /timezone: minLength: got 0, want 1`.
 func schemaMessage(err error) string {
 	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
+	if !errors.As(schemaerr.Canonical(err), &ve) {
 		return err.Error()
 	}
 	var parts []string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/internal/jsonexact"
+	"github.com/agentlibos/libos/internal/schemaerr"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/syscalls"
@@ -283,7 +284,7 @@ func compileSchema(which string, raw json.RawMessage, lim Limits) (*jsonschema.S
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, nil, errorf(CodeInvalidSchema, "%s does not compile as JSON Schema 2020-12: %s", which, liberr.Clip(err.Error(), 512))
+		return nil, nil, errorf(CodeInvalidSchema, "%s does not compile as JSON Schema 2020-12: %s", which, liberr.Clip(schemaerr.Canonical(err).Error(), 512))
 	}
 	if key != "" {
 		schemaMemo.put(key, s)

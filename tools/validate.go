@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/internal/jsonexact"
+	"github.com/agentlibos/libos/internal/schemaerr"
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/syscalls"
@@ -369,7 +370,7 @@ var printer = message.NewPrinter(language.English)
 
 // schemaFinding validates v against s and describes the first violation, or "".
 func schemaFinding(s *jsonschema.Schema, v any) string {
-	err := s.Validate(v)
+	err := schemaerr.Canonical(s.Validate(v))
 	if err == nil {
 		return ""
 	}

@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentlibos/libos/internal/jsonexact"
+	"github.com/agentlibos/libos/internal/schemaerr"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/syscalls"
 )
@@ -309,7 +310,7 @@ func decodeManifest(data []byte, fsys fs.FS, dir string, ps *problems) *Image {
 		ps.add("", "the manifest must be a mapping (an object)")
 		return nil
 	}
-	if err := imageSchema().Validate(doc); err != nil {
+	if err := schemaerr.Canonical(imageSchema().Validate(doc)); err != nil {
 		var ve *jsonschema.ValidationError
 		if !errors.As(err, &ve) {
 			ps.add("", "%v", err)
