@@ -129,8 +129,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, errorf(CodeIO, err, "lock %s", dir)
 	}
 	s := &Store{dir: dir, fs: fs, lock: lock, now: now, repl: opts.Replicator, corrupted: make(chan struct{})}
+	wfs := &walFS{FS: fs}
 	po := &pebble.Options{
-		FS:                 walFS{fs}, // WAL syncs overwrite instead of growing (walfs.go)
+		FS:                 wfs, // WAL syncs overwrite instead of growing (walfs.go)
 		Lock:               lock,
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{s: s, logf: opts.Logf},
@@ -158,6 +159,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	if opts.tune != nil {
 		opts.tune(po)
+	}
+	wfs.rotated = int64(po.MemTableSize)
+	if wfs.rotated == 0 {
+		wfs.rotated = 4 << 20 // Pebble's default MemTableSize
 	}
 	db, err := openPebble(dir, po)
 	if err != nil {

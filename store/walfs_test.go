@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -102,5 +103,73 @@ func TestWALZeroTailSurvivesRepeatedCrashes(t *testing.T) {
 		mem = mem.CrashClone(vfs.CrashCloneCfg{})
 		fs = mem
 		s.Close()
+	}
+}
+
+// "A WAL created after the first one of a Store is written with zeros at once as far
+// as Pebble's memtable size" (walfs.go), and "nothing acknowledged is lost": once a
+// memtable fills, the next WAL holds a memtable's worth of zeros before its first
+// write, the syncs into it do not grow it, and a crash then loses no acknowledged
+// write.
+func TestWALAfterTheFirstIsZeroedAtCreation(t *testing.T) {
+	const memtable = 512 << 10
+	mem := vfs.NewCrashableMem()
+	s, err := Open("/data", Options{FS: mem, Now: fixedClock(), tune: func(o *pebble.Options) {
+		o.MemTableSize = memtable
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := 0
+	appendN := func(n int) {
+		for i := range n {
+			data := json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, strings.Repeat("z", 900)))
+			if _, err := s.Append(ctx, "p", "note", data); err != nil {
+				t.Fatal(err)
+			}
+			acked++
+		}
+	}
+	var first string
+	for len(walFiles(t, mem, "/data")) < 2 {
+		if first == "" {
+			appendN(1)
+			for name := range walFiles(t, mem, "/data") {
+				first = name
+			}
+		}
+		if acked > 10000 {
+			t.Fatal("no second WAL after 10,000 appends of about 1 KB")
+		}
+		appendN(50)
+	}
+	before := walFiles(t, mem, "/data")
+	for name, size := range before {
+		if name != first && size < memtable {
+			t.Fatalf("WAL %s after the first is %d bytes: not zeroed to the memtable size %d at creation", name, size, memtable)
+		}
+	}
+	appendN(50)
+	for name, size := range walFiles(t, mem, "/data") {
+		if old, ok := before[name]; ok && name != first && size != old {
+			t.Fatalf("WAL %s grew from %d to %d bytes over 50 synced appends of about 1 KB", name, old, size)
+		}
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	s.Close()
+	s, err = Open("/data", Options{FS: crashed, Now: fixedClock()})
+	if err != nil {
+		t.Fatalf("reopen after crash: %v", err)
+	}
+	defer s.Close()
+	evs, err := s.Events("p", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != acked {
+		t.Fatalf("%d events after the crash, %d were acknowledged", len(evs), acked)
+	}
+	if err := s.Verify("p"); err != nil {
+		t.Fatal(err)
 	}
 }
