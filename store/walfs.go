@@ -28,7 +28,7 @@ type walFS struct {
 	vfs.FS
 	// logs counts the WAL files created through this walFS (one per Store).
 	logs atomic.Int64
-	// rotated is how far a WAL after the first is written with zeros at its
+	// rotated bounds how far a WAL after the first is written with zeros at its
 	// creation: Pebble's memtable size (set before Pebble opens).
 	rotated int64
 	// last is the most recent WAL created, whose log the next one is sized by.
