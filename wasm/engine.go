@@ -505,8 +505,8 @@ func (in *instance) prepare(ctx context.Context) ([]byte, uint32, error) {
 
 // restoreRuns writes the snapshot into a new instance. A new instance's memory is not
 // all zero: instantiation wrote the guest's data segments, and prepare may have cleared
-// bytes of them in blocks the snapshot holds as all zero. So every block the instance
-// holds non-zero is cleared first, and then the snapshot's runs that are not zero are
+// bytes of them in blocks the snapshot holds as all zero. So every page the instance
+// touched is cleared first, and then the snapshot's runs that are not zero are
 // written: the instance is the snapshot at from and zero everywhere else, as restore
 // leaves a pooled one.
 func (in *instance) restoreRuns(snap []byte, from uint32, runs [][2]int) bool {
@@ -520,9 +520,10 @@ func (in *instance) restoreRuns(snap []byte, from uint32, runs [][2]int) bool {
 	if !ok {
 		return false
 	}
-	for _, r := range nonZeroRuns(mem, 4<<10) {
-		clear(mem[r[0]:r[1]])
-	}
+	// Only the pages instantiation touched can hold anything: reading the rest to find
+	// out would map them all in (a megabyte a sandbox), so the kernel's page map says
+	// which to clear.
+	in.lin.ZeroTouched(mem)
 	for _, r := range runs {
 		if !in.mem.Write(from+uint32(r[0]), snap[r[0]:r[1]]) {
 			return false
