@@ -441,6 +441,12 @@ log is shorter than SEQ or its event SEQ has another hash.`,
 			for {
 				var evs []store.Event
 				if err := e.op(ctx, opRequest{Op: "events", PID: pid, After: after}, &evs); err != nil {
+					if follow && ctx.Err() != nil {
+						// Interrupted while asking for more: the way --follow ends,
+						// whenever the signal comes.
+						_ = tw.Flush()
+						return nil
+					}
 					return err
 				}
 				for _, ev := range evs {
