@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestOperatorCleanup: the Skills say "stop for Host/operator cleanup or
@@ -25,11 +22,7 @@ func TestOperatorCleanup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	data := filepath.Join(t.TempDir(), "store")
-	cmd := exec.Command(libosBin, "serve", "--data", data)
-	cmd.Env = testEnv(t)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	c := newClient(t, ctx, &mcp.CommandTransport{Command: cmd})
+	c, _, stderr := startServe(t, ctx, data)
 	pid := spawnedPID(t, stderr)
 	op := func(args ...string) result {
 		t.Helper()

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // events --follow "keeps printing new events until interrupted": an interrupt ends it
@@ -19,11 +17,7 @@ func TestEventsFollowEndsCleanlyOnInterrupt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	data := filepath.Join(t.TempDir(), "store")
-	cmd := exec.Command(libosBin, "serve", "--data", data)
-	cmd.Env = testEnv(t)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	newClient(t, ctx, &mcp.CommandTransport{Command: cmd})
+	_, _, stderr := startServe(t, ctx, data)
 	pid := spawnedPID(t, stderr)
 	for i := range 12 {
 		follow := exec.Command(libosBin, "events", pid, "--follow", "--json", "--data", data)

@@ -22,11 +22,7 @@ func TestOperatorLive(t *testing.T) {
 	defer cancel()
 	data := filepath.Join(t.TempDir(), "store")
 	image := filepath.Join(repoRoot(t), "testdata", "images", "approvals.yaml") // echo needs an operator's approval
-	cmd := exec.Command(libosBin, "serve", "--data", data, "--image", image)
-	cmd.Env = testEnv(t)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	c := newClient(t, ctx, &mcp.CommandTransport{Command: cmd})
+	c, _, stderr := startServe(t, ctx, data, "--image", image)
 	pid := spawnedPID(t, stderr)
 
 	pending := func() string {

@@ -29,6 +29,17 @@ type mcpClient struct {
 	changed chan struct{}
 }
 
+// startServe starts 'libos serve --data data ARGS...' with an MCP client on its stdio and
+// returns the client, the command and what it writes to stderr.
+func startServe(t *testing.T, ctx context.Context, data string, args ...string) (*mcpClient, *exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(libosBin, append([]string{"serve", "--data", data}, args...)...)
+	cmd.Env = testEnv(t)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	return newClient(t, ctx, &mcp.CommandTransport{Command: cmd}), cmd, stderr
+}
+
 func newClient(t *testing.T, ctx context.Context, tr mcp.Transport) *mcpClient {
 	t.Helper()
 	c := &mcpClient{changed: make(chan struct{}, 16)}
@@ -165,11 +176,7 @@ func TestServeStdio(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	data := filepath.Join(t.TempDir(), "store")
-	cmd := exec.Command(libosBin, "serve", "--data", data)
-	cmd.Env = testEnv(t)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	c := newClient(t, ctx, &mcp.CommandTransport{Command: cmd})
+	c, cmd, stderr := startServe(t, ctx, data)
 	checkEchoPath(t, ctx, c)
 	if err := c.cs.Close(); err != nil {
 		t.Logf("close: %v", err)
