@@ -101,6 +101,14 @@ func classify(insns []insn) []string {
 			}
 		}
 	}
+	markFrameMoves(insns, out, isFrame)
+	return out
+}
+
+// markFrameMoves marks every mov still unclassified that stores to the stack frame as a
+// spill and every one that loads from it as a reload; frame says which operands address
+// the frame (wazero's code and the native build address it differently).
+func markFrameMoves(insns []insn, out []string, frame func(string) bool) {
 	for i, in := range insns {
 		if out[i] != kindOther {
 			continue
@@ -110,13 +118,12 @@ func classify(insns []insn) []string {
 			continue
 		}
 		switch {
-		case isFrame(args[1]):
+		case frame(args[1]):
 			out[i] = kindSpill
-		case isFrame(args[0]):
+		case frame(args[0]):
 			out[i] = kindReload
 		}
 	}
-	return out
 }
 
 // markBounds marks the jcc at i and what computes its operands: the cmp before it, the

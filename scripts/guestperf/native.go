@@ -131,21 +131,6 @@ func classifyNative(insns []insn) []string {
 			}
 		}
 	}
-	for i, in := range insns {
-		if out[i] != kindOther {
-			continue
-		}
-		op, args := split(in.text)
-		if !strings.HasPrefix(op, "mov") || len(args) != 2 {
-			continue
-		}
-		frame := func(a string) bool { return strings.HasSuffix(a, "(%rsp)") || strings.HasSuffix(a, "(%rbp)") }
-		switch {
-		case frame(args[1]):
-			out[i] = kindSpill
-		case frame(args[0]):
-			out[i] = kindReload
-		}
-	}
+	markFrameMoves(insns, out, func(a string) bool { return strings.HasSuffix(a, "(%rsp)") || strings.HasSuffix(a, "(%rbp)") })
 	return out
 }
