@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -69,7 +68,8 @@ path) and when SIGINT or SIGTERM stops the run, which then prints no report.`,
 		Example: `  libos validate testdata/candidates/good_clock_now.json
   libos validate tools/candidates/ --junit report.xml
   libos validate my_tool.json --json | jq '.candidates[0].errors'`,
-		Args: cobra.MinimumNArgs(1),
+		Args:        cobra.MinimumNArgs(1),
+		Annotations: map[string]string{ownGCTarget: "validateGCPercent without a store"},
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			return []string{"json"}, cobra.ShellCompDirectiveFilterFileExt
 		},
@@ -205,9 +205,14 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 	}
 	var run validator
 	workers := runtime.GOMAXPROCS(0)
+	gcTarget := defaultGCPercent
 	if f.store == "" {
-		// See validateGCPercent. Restored on return for the tests that call run in process.
-		defer debug.SetGCPercent(debug.SetGCPercent(validateGCPercent))
+		gcTarget = validateGCPercent
+	}
+	// See ownGCTarget and validateGCPercent. Restored on return for the tests that call
+	// run in process.
+	defer useGC(gcTarget)()
+	if f.store == "" {
 		// The validator's default fixed clock keeps the reports identical from run to run.
 		opts := los.ValidatorOptions{}
 		if len(files) == 1 {
