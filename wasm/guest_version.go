@@ -6,10 +6,11 @@ package wasm
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
 	SHA256:         "5d08e48891b59f82abee4ef7954a4c1f2ebd8064125d09b126e9edc426765dea",
+	Size:           991600,
 	QuickJSRelease: "2021-03-27",
 	QuickJSSource:  "npm qjsc@0.3.0 sha256:4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee",
 	Clang:          "Debian clang version 16.0.6 (15~deb12u1)",
 	WASILibc:       "0.0~git20220510.9886d3d-2",
 	PatchSHA256:    "abedf47157a07ad26e29d7172e42c5ce0862930fee73c7579ce10f64b92f5737",
-	SourcesSHA256:  "00337cbb74f4bb0eef34f545b0ddadf36461c6d61194e06a290de02741a3a8d6",
+	SourcesSHA256:  "a9c5f23ab057a56d4e796b12280b6050e94ac871d782a4a3ff56c87457eb169b",
 }

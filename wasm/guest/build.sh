@@ -117,6 +117,7 @@ package wasm
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
 	SHA256:         "$(sha "$out.tmp")",
+	Size:           $(wc -c < "$out.tmp"),
 	QuickJSRelease: "$qjs_release",
 	QuickJSSource:  "$qjs_pin",
 	Clang:          "$clang_version",
