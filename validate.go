@@ -64,6 +64,13 @@ func NewValidator(ctx context.Context, opts ValidatorOptions) (*Validator, error
 	return &Validator{sandbox: sb, v: tools.NewValidator(sb, tools.ValidatorConfig{Clock: clock, Parallel: opts.Parallel})}, nil
 }
 
+// Precheck does ahead of time the part of validating c that needs no sandbox (the
+// proposal checks, compiling its schemas and its TypeScript) and keeps the result in
+// this process for the next validation of c, which finds it there and reports the same.
+// A program that validates right after NewValidator can call it meanwhile on another
+// goroutine, as 'libos validate' does, so that the compile overlaps the sandbox's start.
+func Precheck(c Candidate) { tools.Precheck(c, tools.Limits{}) }
+
 // Validate parses a candidate file and validates it. A file that is not a candidate is
 // an error (typed, with its code); a candidate that fails its checks or tests is a
 // Report with OK false.

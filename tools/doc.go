@@ -27,6 +27,9 @@
 //	err = tools.CheckProposal(c, tools.Limits{})          // propose_jit_tool's checks
 //	r := tools.NewValidator(sb, tools.ValidatorConfig{Clock: fixed}).Validate(ctx, c)
 //
+// and Precheck(c, lim) while the sandbox starts: it does Validate's sandbox-free part
+// (the proposal checks, the compile of the source) into the memos Validate reads.
+//
 // # The JIT lifecycle
 //
 // propose_jit_tool checks a Candidate (CheckProposal: name, sizes, schemas compiled as

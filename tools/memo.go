@@ -65,14 +65,18 @@ type compiledSource struct {
 var compileMemo = memo[compiledSource]{max: 64}
 
 func compileSource(src string, opts jsbundle.Options) (*jsbundle.Program, []jsbundle.Diagnostic) {
-	// Every option is in the key, whatever fields Options grows.
-	key := fmt.Sprintf("%#v", opts) + "\x00" + src
+	key := sourceKey(src, opts)
 	if c, ok := compileMemo.get(key); ok {
 		return c.prog, c.diags
 	}
 	prog, diags := jsbundle.Compile(src, opts)
 	compileMemo.put(key, compiledSource{prog, diags})
 	return prog, diags
+}
+
+// sourceKey is compileMemo's key: every option is in it, whatever fields Options grows.
+func sourceKey(src string, opts jsbundle.Options) string {
+	return fmt.Sprintf("%#v", opts) + "\x00" + src
 }
 
 func (c *memo[V]) reset() {

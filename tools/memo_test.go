@@ -85,3 +85,45 @@ func TestMemoTellsSchemasApart(t *testing.T) {
 		t.Fatalf("lowered maxItems gives no %s warning: %+v", tools.WarnArgsSchema, r.Warnings)
 	}
 }
+
+// Rule (the convention for validation speed-ups: the same output, "checked by the
+// existing corpora"): Precheck only does ahead of time what Validate would compute, so
+// every candidate of testdata/candidates gets, after a Precheck into empty memos, the
+// report byte for byte that it gets with the memos empty; and a candidate that passes
+// the proposal checks leaves its compiled source where Validate looks for it.
+func TestPrecheckChangesNoReport(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(candidatesDir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no candidates: %v", err)
+	}
+	v := tools.NewValidator(sandbox(t), tools.ValidatorConfig{Clock: func() time.Time { return tools.ValidationTime }})
+	ctx := context.Background()
+	prechecked := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tools.ParseCandidate(data)
+		if err != nil {
+			continue // a file the validator never sees as a candidate
+		}
+		tools.ForgetMemos()
+		fresh, _ := json.Marshal(v.Validate(ctx, c))
+		tools.ForgetMemos()
+		tools.Precheck(c, tools.Limits{})
+		if tools.CheckProposal(c, tools.Limits{}) == nil {
+			if !tools.SourceMemoized(c, tools.Limits{}) {
+				t.Errorf("%s: Precheck left no compiled source for Validate", filepath.Base(f))
+			}
+			prechecked++
+		}
+		after, _ := json.Marshal(v.Validate(ctx, c))
+		if !bytes.Equal(fresh, after) {
+			t.Errorf("%s: reports differ\nfresh:          %s\nafter Precheck: %s", filepath.Base(f), fresh, after)
+		}
+	}
+	if prechecked == 0 {
+		t.Fatal("no candidate passed the proposal checks: the test compared nothing")
+	}
+}

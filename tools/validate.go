@@ -175,6 +175,28 @@ func NewValidator(sandbox *wasm.Engine, cfg ValidatorConfig) *Validator {
 	return v
 }
 
+// Precheck does ahead of time the part of validating c that needs no sandbox: the
+// proposal checks with lim (zero fields default), which compile the schemas, and
+// jsbundle's compile of the source. Both are pure and kept in this process's memos
+// (memo.go), where a Validate of c with the same limits finds them, so it changes no
+// report; it reports nothing itself. A program that starts the sandbox and then
+// validates runs it meanwhile on another goroutine ('libos validate' does), so the
+// TypeScript compile, whose first run in a process also parses esbuild's runtime,
+// overlaps the sandbox's start instead of following it.
+func Precheck(c Candidate, lim Limits) {
+	lim = lim.withDefaults()
+	if _, err := checkProposal(c, lim); err != nil {
+		return // Validate stops at the same error, before compiling
+	}
+	compileSource(c.SourceCode, sourceOptions(lim))
+}
+
+// sourceOptions are jsbundle's options for a source under lim, the same for Precheck
+// and Validate, so that one finds what the other compiled.
+func sourceOptions(lim Limits) jsbundle.Options {
+	return jsbundle.Options{MaxSourceBytes: lim.MaxSourceBytes}
+}
+
 // Validate checks c and runs its tests. It needs no store and persists nothing:
 // validate_jit_tool persists the Report, `libos validate` prints it.
 //
@@ -200,7 +222,7 @@ func (v *Validator) Validate(ctx context.Context, c Candidate) (r Report) {
 		r.addError(Diagnostic{Code: string(perr.Code), Message: perr.Message})
 		return r
 	}
-	prog, diags := compileSource(c.SourceCode, jsbundle.Options{MaxSourceBytes: v.limits.MaxSourceBytes})
+	prog, diags := compileSource(c.SourceCode, sourceOptions(v.limits))
 	for _, d := range diags {
 		dd := Diagnostic{Code: d.Code, Message: liberr.Clip(d.Message, MaxMessageBytes), Line: d.Line, Column: d.Column}
 		if d.Severity == jsbundle.SeverityError {

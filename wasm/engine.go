@@ -140,12 +140,17 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	// every pooled instance.
 	e.discardAbove = uint32(e.maxMemory / 4)
 	plain := rc // the configuration without the cache, for replaceCacheEntry
+	guest, guestSHA := guestWasm, guestDigest(guestWasm, builtGuest)
+	if cfg.guest != nil {
+		sum := sha256.Sum256(cfg.guest)
+		guest, guestSHA = cfg.guest, hex.EncodeToString(sum[:])
+	}
 	if cfg.CacheDir != "" {
 		// A binary built by 'make build' carries the guest compiled for its platform
 		// (internal/seed); a cache directory that lacks it gets it before wazero looks.
 		// A seed that cannot be written costs only the compile it would have saved.
-		if cfg.guest == nil {
-			_, _ = seed.Install(cfg.CacheDir, builtGuest.SHA256)
+		if cfg.guest == nil && guestSHA == builtGuest.SHA256 {
+			_, _ = seed.Install(cfg.CacheDir, guestSHA)
 		}
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
@@ -165,12 +170,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := instantiateHost(ctx, e.rt); err != nil {
 		return fail(fmt.Errorf("wasm: host module: %w", err))
 	}
-	guest := guestWasm
-	e.guestSHA = builtGuest.SHA256
-	if cfg.guest != nil {
-		sum := sha256.Sum256(cfg.guest)
-		guest, e.guestSHA = cfg.guest, hex.EncodeToString(sum[:])
-	}
+	e.guestSHA = guestSHA
 	// wazero compiles the guest's functions on this many goroutines when the cache
 	// misses (a fresh CI runner): the compile is most of an empty-cache start, and its
 	// functions are independent. A hit reads the cache and compiles nothing.
@@ -199,6 +199,22 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 	}
 	return e, nil
+}
+
+// guestDigest is the hex SHA-256 of the embedded guest, the key of its snapshot and of
+// every compiled program, given the guest's record rec. It is read from the record
+// (guest_version.go, which build.sh writes with the guest; a test and 'make guest-verify'
+// check that they agree) rather than computed, which would cost every process half a
+// millisecond, unless the guest's length is not the recorded one: a guest rebuilt and
+// copied in without its record, as a build experiment does. Keyed by the stale record,
+// such a guest would be given the snapshot the recorded guest prepared, a memory image
+// whose addresses mean nothing to its code, and trap on its first call.
+func guestDigest(guest []byte, rec GuestInfo) string {
+	if rec.SHA256 != "" && int64(len(guest)) == rec.Size {
+		return rec.SHA256
+	}
+	sum := sha256.Sum256(guest)
+	return hex.EncodeToString(sum[:])
 }
 
 // replaceCacheEntry compiles guest with a compilation cache in a new directory inside

@@ -7,6 +7,8 @@ package wasm
 type GuestInfo struct {
 	// SHA256 is the hex sha256 of the embedded libos_guest.wasm.
 	SHA256 string `json:"sha256"`
+	// Size is the length of the embedded libos_guest.wasm in bytes.
+	Size int64 `json:"size"`
 	// QuickJSRelease is the QuickJS release compiled into the guest (its VERSION file).
 	QuickJSRelease string `json:"quickjs_release"`
 	// QuickJSSource is where the QuickJS sources come from and the digest they are

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	los "github.com/agentlibos/libos"
+	"github.com/agentlibos/libos/cmd/libos/internal/initgc"
 )
 
 // env is what every command shares: the standard streams, the global flags and the
@@ -42,6 +44,9 @@ and 'libos validate' to check tool candidates in CI.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if _, own := cmd.Annotations[ownGCTarget]; !own {
+				useGC(defaultGCPercent)
+			}
 			return e.setupLog()
 		},
 	}
@@ -81,6 +86,26 @@ and 'libos validate' to check tool candidates in CI.`,
 		root.AddCommand(c)
 	}
 	return root
+}
+
+// The garbage collector is off from package initialisation until a command runs
+// (package initgc: the heap the libraries' initialisation builds is all live when main
+// starts, so collecting it only costs a short command time). Before a command runs,
+// root's PersistentPreRunE gives the collector the runtime's default target, except
+// for the commands annotated with ownGCTarget, which choose their own (validate and
+// test, see validateGCPercent). Help, --version and a usage error never reach it and
+// exit without a collection.
+const (
+	defaultGCPercent = 100 // the runtime's default, GOGC unset
+	ownGCTarget      = "libos.gc-target"
+)
+
+// useGC makes want the collector's target, unless GOGC in the environment names one:
+// an explicit GOGC always wins. It returns the function that puts back the target it
+// replaced, for the tests that run several commands in one process.
+func useGC(want int) (restore func()) {
+	prev := debug.SetGCPercent(initgc.Target(want))
+	return func() { debug.SetGCPercent(prev) }
 }
 
 func (e *env) setupLog() error {

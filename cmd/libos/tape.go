@@ -381,7 +381,8 @@ Exit status: 0 when every candidate is ok, 1 when any is rejected or replays dif
 2 on usage or I/O errors.`,
 		Example: `  libos test tools/candidates/
   libos test tools/candidates/ --replay-store /backups/libos-store --junit report.xml`,
-		Args: cobra.MinimumNArgs(1),
+		Args:        cobra.MinimumNArgs(1),
+		Annotations: map[string]string{ownGCTarget: "validateGCPercent without a store"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.title = "libos test"
 			return validate(cmd.Context(), e, f, args)

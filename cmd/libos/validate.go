@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -69,7 +68,8 @@ path) and when SIGINT or SIGTERM stops the run, which then prints no report.`,
 		Example: `  libos validate testdata/candidates/good_clock_now.json
   libos validate tools/candidates/ --junit report.xml
   libos validate my_tool.json --json | jq '.candidates[0].errors'`,
-		Args: cobra.MinimumNArgs(1),
+		Args:        cobra.MinimumNArgs(1),
+		Annotations: map[string]string{ownGCTarget: "validateGCPercent without a store"},
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			return []string{"json"}, cobra.ShellCompDirectiveFilterFileExt
 		},
@@ -205,9 +205,14 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 	}
 	var run validator
 	workers := runtime.GOMAXPROCS(0)
+	gcTarget := defaultGCPercent
 	if f.store == "" {
-		// See validateGCPercent. Restored on return for the tests that call run in process.
-		defer debug.SetGCPercent(debug.SetGCPercent(validateGCPercent))
+		gcTarget = validateGCPercent
+	}
+	// See ownGCTarget and validateGCPercent. Restored on return for the tests that call
+	// run in process.
+	defer useGC(gcTarget)()
+	if f.store == "" {
 		// The validator's default fixed clock keeps the reports identical from run to run.
 		opts := los.ValidatorOptions{}
 		if len(files) == 1 {
@@ -216,10 +221,20 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 			// keeps a second guest memory out of the peak RSS.
 			opts.Parallel, opts.PoolSize = 1, 1
 		}
-		v, err := retryWithoutCache(e, func(cacheDir string) (*los.Validator, error) {
-			opts.CacheDir = cacheDir
-			return los.NewValidator(ctx, opts)
-		})
+		// The sandbox starts on its own goroutine while this one does the candidates'
+		// checks that need none (los.Precheck): the compile of the TypeScript overlaps
+		// the compiled guest's load instead of following it.
+		var v *los.Validator
+		started := make(chan struct{})
+		go func() {
+			defer close(started)
+			v, err = retryWithoutCache(e, func(cacheDir string) (*los.Validator, error) {
+				opts.CacheDir = cacheDir
+				return los.NewValidator(ctx, opts)
+			})
+		}()
+		precheck(raws, started)
+		<-started
 		if err != nil {
 			return usageErr("cannot start the sandbox: %v", err)
 		}
@@ -309,6 +324,30 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 		return failed()
 	}
 	return nil
+}
+
+// maxPrechecked bounds how many candidates precheck does while the sandbox starts: a
+// few take as long as the start, and the memos that keep the results hold 64 sources.
+const maxPrechecked = 16
+
+// precheck runs los.Precheck on the candidates in raws, in order, until started is
+// closed. It only fills the caches the validations read (their reports are the same
+// with or without it), so a file that is not a candidate is skipped here and reported
+// by the validation.
+func precheck(raws [][]byte, started <-chan struct{}) {
+	for i, raw := range raws {
+		if i == maxPrechecked {
+			return
+		}
+		select {
+		case <-started:
+			return
+		default:
+		}
+		if c, err := los.ParseCandidate(raw); err == nil {
+			los.Precheck(c)
+		}
+	}
 }
 
 // readCandidateFile reads a candidate file that expandArgs found regular. It opens

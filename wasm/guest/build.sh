@@ -53,6 +53,9 @@ cflags=(
 	-Wno-sign-compare -Wno-missing-field-initializers -Wno-array-bounds
 	-Wno-enum-conversion -Wno-implicit-const-int-float-conversion
 	-ffunction-sections -fdata-sections
+	# assert() records __FILE__: without the build directory in it, the guest does not
+	# depend on where it was built.
+	"-ffile-prefix-map=$work/src/="
 )
 # Extra flags for experiments (e.g. GUEST_CFLAGS=-DLIBOS_PROFILE, or -flto in both
 # GUEST_CFLAGS and GUEST_LDFLAGS); the product uses none.
@@ -117,6 +120,7 @@ package wasm
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
 	SHA256:         "$(sha "$out.tmp")",
+	Size:           $(wc -c < "$out.tmp"),
 	QuickJSRelease: "$qjs_release",
 	QuickJSSource:  "$qjs_pin",
 	Clang:          "$clang_version",
