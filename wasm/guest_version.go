@@ -5,12 +5,12 @@ package wasm
 // builtGuest records how libos_guest.wasm was built. 'make guest' writes it together with
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
-	SHA256:         "5d08e48891b59f82abee4ef7954a4c1f2ebd8064125d09b126e9edc426765dea",
-	Size:           991600,
+	SHA256:         "ae21cf8c4d803a73a00bb4edfd1490c93014b78279448d660b75d759eaf29898",
+	Size:           858261,
 	QuickJSRelease: "2021-03-27",
 	QuickJSSource:  "npm qjsc@0.3.0 sha256:4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee",
 	Clang:          "Debian clang version 16.0.6 (15~deb12u1)",
 	WASILibc:       "0.0~git20220510.9886d3d-2",
-	PatchSHA256:    "abedf47157a07ad26e29d7172e42c5ce0862930fee73c7579ce10f64b92f5737",
-	SourcesSHA256:  "a9c5f23ab057a56d4e796b12280b6050e94ac871d782a4a3ff56c87457eb169b",
+	PatchSHA256:    "5f2030c55f1633c740a2b0275e10f9147216caeec42e3790fcc7904163515755",
+	SourcesSHA256:  "b71dd30c691943a254f48f0aacdf5e8996c61a9c565f36b806fd7f8f780c56f5",
 }

@@ -53,6 +53,9 @@ cflags=(
 	-Wno-sign-compare -Wno-missing-field-initializers -Wno-array-bounds
 	-Wno-enum-conversion -Wno-implicit-const-int-float-conversion
 	-ffunction-sections -fdata-sections
+	# assert() records __FILE__: without the build directory in it, the guest does not
+	# depend on where it was built.
+	"-ffile-prefix-map=$work/src/="
 )
 # Extra flags for experiments (e.g. GUEST_CFLAGS=-DLIBOS_PROFILE, or -flto in both
 # GUEST_CFLAGS and GUEST_LDFLAGS); the product uses none.
