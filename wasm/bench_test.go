@@ -435,3 +435,46 @@ func BenchmarkFuelCost(b *testing.B) {
 	b.Logf("geometric mean: ×raw %.3f over %d workloads (CPU time), %.3f over %d (wall time)",
 		geo(cpuRatio), len(cpuRatio), geo(wallRatio), len(wallRatio))
 }
+
+// BenchmarkFuelCount reports the fuel each CPU workload spends on the embedded guest: the
+// guest instructions it runs, counted by the checks the build compiles in, so the figure
+// is the same on every run and under any load. With LIBOS_BASE_GUEST naming another build
+// of the guest (say the one before a change of compiler flags), it also reports the ratio
+// to that build's count, ×base-fuel: a comparison of two builds that a shared, loaded
+// machine cannot blur, of instructions, not of time.
+func BenchmarkFuelCount(b *testing.B) {
+	var base *Engine
+	if path := os.Getenv("LIBOS_BASE_GUEST"); path != "" {
+		g, err := os.ReadFile(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		base = newHostTestEngine(b, Config{PoolSize: 1, guest: g})
+	}
+	e := newHostTestEngine(b, Config{PoolSize: 1})
+	ctx := context.Background()
+	opts := Options{Seed: 1, Limits: Limits{WallTime: time.Minute}}
+	for _, w := range cpuWorkloads {
+		args := json.RawMessage(nil)
+		if w.program == sumProgram {
+			args = json.RawMessage(sumArgs)
+		}
+		fuel := func(e *Engine) int64 {
+			res, err := e.Run(ctx, w.program, args, nil, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return res.Stats.Fuel
+		}
+		b.Run(w.name, func(b *testing.B) {
+			var n int64
+			for b.Loop() {
+				n = fuel(e)
+			}
+			b.ReportMetric(float64(n), "fuel/op")
+			if base != nil {
+				b.ReportMetric(float64(n)/float64(fuel(base)), "×base-fuel")
+			}
+		})
+	}
+}
