@@ -54,6 +54,13 @@ type Options struct {
 	// checkpoint that holds JIT tools work as usual (engine.Config.SkipJITRestore).
 	// The zero value restores everything.
 	SkipJITRestore bool
+	// LazySandbox leaves the sandbox guest uncompiled until the first JIT tool call
+	// needs it (wasm.Config.Lazy), which then reports a failure to compile it: for
+	// programs that may never run one, such as a process list or an event log printer
+	// (with SkipJITRestore), which then skip the cache read (the longest part of Open)
+	// or, with an empty cache, the compile. The zero value compiles in Open, which
+	// fails if the guest cannot be compiled.
+	LazySandbox bool
 	// Cluster, when set, runs the System in the replicated mode (ClusterOptions); nil
 	// keeps the single-host store.
 	Cluster *ClusterOptions
@@ -131,7 +138,7 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 	if pool == 0 {
 		pool = max(DefaultPoolSize, runtime.GOMAXPROCS(0))
 	}
-	sb, err := newSandbox(ctx, opts.CacheDir, opts.MaxMemory, pool)
+	sb, err := newSandbox(ctx, wasm.Config{CacheDir: opts.CacheDir, MaxMemory: opts.MaxMemory, PoolSize: pool, Lazy: opts.LazySandbox})
 	if err != nil {
 		return nil, err
 	}
@@ -190,13 +197,13 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 }
 
 // newSandbox starts the sandbox; a cache directory that cannot be used is ErrCache.
-func newSandbox(ctx context.Context, cacheDir string, maxMemory int64, pool int) (*wasm.Engine, error) {
-	if cacheDir != "" {
-		if err := usableDir(cacheDir); err != nil {
+func newSandbox(ctx context.Context, cfg wasm.Config) (*wasm.Engine, error) {
+	if cfg.CacheDir != "" {
+		if err := usableDir(cfg.CacheDir); err != nil {
 			return nil, liberr.Wrap("libos", CodeCacheUnusable, err, "the compilation cache directory is unusable: %v", err)
 		}
 	}
-	sb, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: cacheDir, MaxMemory: maxMemory, PoolSize: pool})
+	sb, err := wasm.NewEngine(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("libos: start the sandbox: %w", err)
 	}

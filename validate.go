@@ -53,7 +53,7 @@ type Validator struct {
 
 // NewValidator starts the sandbox for validations.
 func NewValidator(ctx context.Context, opts ValidatorOptions) (*Validator, error) {
-	sb, err := newSandbox(ctx, opts.CacheDir, 0, opts.PoolSize)
+	sb, err := newSandbox(ctx, wasm.Config{CacheDir: opts.CacheDir, PoolSize: opts.PoolSize})
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func WarmCache(ctx context.Context, dir string) error {
 	if dir == "" {
 		return liberr.New("libos", CodeCacheUnusable, "no compilation cache directory given")
 	}
-	sb, err := newSandbox(ctx, dir, 0, -1)
+	sb, err := newSandbox(ctx, wasm.Config{CacheDir: dir, PoolSize: -1})
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,11 @@ type Config struct {
 	// beyond it still run, on instances that are closed afterwards. 0 means GOMAXPROCS;
 	// a negative value keeps none (every call instantiates afresh).
 	PoolSize int
+	// Lazy moves the guest's compile (a read of the compilation cache, or a full compile
+	// without it) from NewEngine to the first call that needs an instance (Run, RunDoc,
+	// Prepare), which then reports its errors: for a program that may never run one,
+	// such as an inspection of a store. The zero value compiles in NewEngine.
+	Lazy bool
 
 	// guest replaces the embedded guest: benchmarks load the build's uninstrumented
 	// module to measure what the fuel costs. Only tests set it.
@@ -63,7 +68,7 @@ type Config struct {
 }
 
 // Engine runs JavaScript programs in the QuickJS guest. The guest is compiled once, when
-// the Engine is made; instances are pooled and reused, and each call gets a JavaScript
+// the Engine is made (with Config.Lazy, when the first instance is); instances are pooled and reused, and each call gets a JavaScript
 // runtime and context that no earlier call touched: the instance's memory is restored
 // to the snapshot taken once the prelude was installed. An Engine is safe for
 // concurrent use.
@@ -71,6 +76,16 @@ type Engine struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	cache    wazero.CompilationCache
+
+	// What compile needs: the guest, the cache directory, the runtime configuration
+	// without the cache (for replaceCacheEntry) and whether the embedded seed applies.
+	// compileOnce and compileErr make a lazy engine's compile happen once.
+	guest       []byte
+	cacheDir    string
+	plain       wazero.RuntimeConfig
+	seeded      bool
+	compileOnce sync.Once
+	compileErr  error
 
 	// guestSHA is the hex sha256 of the guest, part of the key of every compiled program.
 	guestSHA string
@@ -139,13 +154,9 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		sum := sha256.Sum256(cfg.guest)
 		guest, guestSHA = cfg.guest, hex.EncodeToString(sum[:])
 	}
+	e.guest, e.cacheDir, e.plain = guest, cfg.CacheDir, plain
 	if cfg.CacheDir != "" {
-		// A binary built by 'make build' carries the guest compiled for its platform
-		// (internal/seed); a cache directory that lacks it gets it before wazero looks.
-		// A seed that cannot be written costs only the compile it would have saved.
-		if cfg.guest == nil && guestSHA == builtGuest.SHA256 {
-			_, _ = seed.Install(cfg.CacheDir, guestSHA)
-		}
+		e.seeded = cfg.guest == nil && guestSHA == builtGuest.SHA256
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
 			return nil, fmt.Errorf("wasm: compilation cache %q: %w", cfg.CacheDir, err)
@@ -165,34 +176,64 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		return fail(fmt.Errorf("wasm: host module: %w", err))
 	}
 	e.guestSHA = guestSHA
-	// wazero compiles the guest's functions on this many goroutines when the cache
-	// misses (a fresh CI runner): the compile is most of an empty-cache start, and its
-	// functions are independent. A hit reads the cache and compiles nothing.
-	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
-	compiled, err := e.rt.CompileModule(cctx, guest)
-	if err != nil && e.cache != nil {
-		// wazero fails the compile on a cache entry it cannot read (truncated, or its
-		// checksum does not match) rather than compiling, and never replaces the entry,
-		// so every later process would fail too. The guest is compiled into an empty
-		// directory; if that works, the fresh entry replaces the old one and the compile
-		// is tried again, now a cache hit.
-		if rerr := replaceCacheEntry(cctx, plain, cfg.CacheDir, guest); rerr == nil {
-			compiled, err = e.rt.CompileModule(cctx, guest)
+	if !cfg.Lazy {
+		if err := e.compile(ctx); err != nil {
+			return fail(err)
 		}
 	}
-	if err != nil {
-		return fail(fmt.Errorf("wasm: compile guest: %w", err))
-	}
-	if err := checkExports(compiled); err != nil {
-		return fail(err)
-	}
-	e.compiled = compiled
 	if cfg.CacheDir != "" {
 		if k, ok := guestKey(e.guestSHA, e.maxMemory); ok {
 			e.snapDir, e.snapKey = cfg.CacheDir, k
 		}
 	}
 	return e, nil
+}
+
+// compile compiles the guest into e.compiled, through the compilation cache when there
+// is one.
+func (e *Engine) compile(ctx context.Context) error {
+	if e.seeded {
+		// A binary built by 'make build' carries the guest compiled for its platform
+		// (internal/seed); a cache directory that lacks it gets it before wazero looks.
+		// A seed that cannot be written costs only the compile it would have saved.
+		_, _ = seed.Install(e.cacheDir, e.guestSHA)
+	}
+	// wazero compiles the guest's functions on this many goroutines when the cache
+	// misses (a fresh CI runner): the compile is most of an empty-cache start, and its
+	// functions are independent. A hit reads the cache and compiles nothing.
+	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
+	compiled, err := e.rt.CompileModule(cctx, e.guest)
+	if err != nil && e.cache != nil {
+		// wazero fails the compile on a cache entry it cannot read (truncated, or its
+		// checksum does not match) rather than compiling, and never replaces the entry,
+		// so every later process would fail too. The guest is compiled into an empty
+		// directory; if that works, the fresh entry replaces the old one and the compile
+		// is tried again, now a cache hit.
+		if rerr := replaceCacheEntry(cctx, e.plain, e.cacheDir, e.guest); rerr == nil {
+			compiled, err = e.rt.CompileModule(cctx, e.guest)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("wasm: compile guest: %w", err)
+	}
+	if err := checkExports(compiled); err != nil {
+		return err
+	}
+	e.compiled = compiled
+	return nil
+}
+
+// ready compiles the guest of a lazy engine (Config.Lazy) on its first use; every use
+// after a failed compile gets the same error. An engine compiled in NewEngine is
+// ready. The compile is not cancelled with the call that happens to start it: the
+// others wait for it too.
+func (e *Engine) ready(ctx context.Context) error {
+	e.compileOnce.Do(func() {
+		if e.compiled == nil {
+			e.compileErr = e.compile(context.WithoutCancel(ctx))
+		}
+	})
+	return e.compileErr
 }
 
 // guestDigest is the hex SHA-256 of the embedded guest, the key of its snapshot and of
@@ -438,6 +479,9 @@ func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 
 // instantiate makes an instance of the guest whose memory is as instantiation leaves it.
 func (e *Engine) instantiate(ctx context.Context) (*instance, error) {
+	if err := e.ready(ctx); err != nil {
+		return nil, err
+	}
 	// Anonymous and without start functions: a reactor is initialised by _initialize,
 	// or here by the snapshot. The linear memory is a reservation of the whole cap (see
 	// linmem), so that the guest growing it never copies it.

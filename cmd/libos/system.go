@@ -103,7 +103,9 @@ func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
 // them, and in readOnly mode opening writes nothing.
 func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, error) {
 	ls, err := retryWithoutCache(e, func(cacheDir string) (*los.System, error) {
-		return los.Open(ctx, dir, los.Options{CacheDir: cacheDir, SkipJITRestore: mode == readOnly, Cluster: e.cluster})
+		// A read-only System runs no tool, so it never needs the sandbox's guest: it is
+		// compiled (read from the cache) only if a call does need it.
+		return los.Open(ctx, dir, los.Options{CacheDir: cacheDir, SkipJITRestore: mode == readOnly, LazySandbox: mode == readOnly, Cluster: e.cluster})
 	})
 	if err != nil {
 		if errors.Is(err, los.ErrStoreInUse) {
