@@ -17,10 +17,12 @@ import (
 // the tools that change it use: the JIT lifecycle's register (ToolKinds, InstallTool)
 // and the Skill tools (ActivateSkill, DeactivateSkill); and Return, which keeps the
 // handler's result on the Call for the pipeline to read after the handler returned
-// (the answer going back up, not a call into the kernel's state). A new method here is
+// (the answer going back up, not a call into the kernel's state); and Defer, which
+// likewise leaves work on the Call (a sandbox instance's restore) for the pipeline to
+// run while the settlement syncs, without calling into the kernel. A new method here is
 // a new way back up into the kernel and must be one of those.
 func TestCallHandsValuesDown(t *testing.T) {
-	want := []string{"ActivateSkill", "DeactivateSkill", "InstallTool", "Return", "ToolKinds"}
+	want := []string{"ActivateSkill", "DeactivateSkill", "Defer", "InstallTool", "Return", "ToolKinds"}
 	typ := reflect.TypeOf(&engine.Call{})
 	var got []string
 	for i := range typ.NumMethod() {

@@ -341,6 +341,9 @@ func (k *Kernel) dispatch(ctx context.Context, p *process, req request) (*Result
 	}
 	// From here the call is open: every path settles it, whatever happens to ctx.
 	settleCtx := context.WithoutCancel(ctx)
+	// What the handler deferred is started while the settlement syncs (settle), and at
+	// the latest here, on every path.
+	defer call.runDeferred()
 	out, herr := runHandler(ctx, c.e.Handler, call)
 	if herr != nil {
 		return nil, k.fail(settleCtx, p, call, FailedInHandler, herr)
@@ -545,13 +548,16 @@ func (k *Kernel) settle(ctx context.Context, p *process, call *Call, e *entry, o
 		return nil, k.fail(ctx, p, call, FailedAtResult, fmt.Errorf("engine: encode tool_result: %w", err))
 	}
 	res := &Result{PID: p.pid, CallID: call.CallID, Tool: e.Name, Structured: canon, Text: string(canon)}
-	err = k.st.Update(ctx, func(tx *store.Tx) error {
+	// The handler's deferred work (call.Defer) is started once the settlement is
+	// applied, just before its sync is asked for, and runs while the disk syncs: the
+	// answer waits for the sync, not for that work too.
+	err = k.st.UpdateMeanwhile(ctx, func(tx *store.Tx) error {
 		if err := tx.PutToolResult(store.ToolResult{PID: p.pid, CallID: call.CallID, Tool: e.Name, Structured: canon, Text: res.Text}); err != nil {
 			return err
 		}
 		_, err := tx.AppendDoc(p.pid, EventToolResult, resultData)
 		return err
-	})
+	}, call.runDeferred)
 	if err != nil {
 		serr := &Error{Layer: layer, Code: storageCode(err), Message: "could not persist the result: " + err.Error(), Err: err}
 		return nil, k.fail(ctx, p, call, FailedAtResult, serr)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -115,8 +116,40 @@ type Call struct {
 	ret    jsonexact.Doc
 	retOut json.RawMessage
 
+	// deferMu guards deferred, the work handed over with Defer and not yet run.
+	deferMu  sync.Mutex
+	deferred []func()
+
 	k *Kernel
 	p *process
+}
+
+// Defer hands the pipeline work that the call's answer need not wait for: a JIT
+// tool's sandbox instance, to be brought back to its snapshot for the next call. The
+// pipeline runs fn once the call's settlement is applied, just before it asks for the
+// sync the answer waits for (store.UpdateMeanwhile), so fn should only start the work
+// (a goroutine) that then runs while the disk syncs; on a path that settles otherwise
+// (a failed handler, a refused result) it runs fn before dispatch returns. A Call made
+// outside the pipeline runs fn at once.
+func (c *Call) Defer(fn func()) {
+	if c.k == nil {
+		fn()
+		return
+	}
+	c.deferMu.Lock()
+	c.deferred = append(c.deferred, fn)
+	c.deferMu.Unlock()
+}
+
+// runDeferred runs the work handed over with Defer so far, each once.
+func (c *Call) runDeferred() {
+	c.deferMu.Lock()
+	fns := c.deferred
+	c.deferred = nil
+	c.deferMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 // Return hands the pipeline the handler's result as a jsonexact.Doc (a value the

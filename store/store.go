@@ -309,6 +309,55 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 	return s.awaitSync(b, covers)
 }
 
+// UpdateMeanwhile is Update that runs meanwhile once before it returns: after the
+// batch is applied and visible, outside the store's write lock, just before the store
+// asks for the sync that makes it durable; or, when nothing was applied (fn failed or
+// wrote nothing, the store refused the batch), before the error is returned. It is for
+// work to start while the caller waits for the disk: meanwhile should only start it (a
+// goroutine), since the sync is not asked for until it returns, and must not call into
+// the Store. The durability contract is Update's: nil means that fn's writes, and
+// every write applied before them, are on disk.
+//
+// Update asks for the sync with the batch itself. Here the batch is applied as a
+// deferred one and made durable by a sync of a record of its own (syncTo), one more
+// commit (a few microseconds), so that what meanwhile starts is started before the WAL
+// writer is woken. That is the point on this two-CPU machine: starting a goroutine
+// wakes an idle thread, which costs the caller a futex wake (about 20 µs on this VM),
+// and so does waking the WAL writer; started just before, the writer's wake finds a
+// thread already awake and costs nothing, the caller parks at once, and its P runs the
+// writer, which starts the sync while the other thread runs what meanwhile started.
+// Traced at one call at a time (go test -trace, 800 calls): from the WAL writer's wake
+// to the caller parking, 25–29 µs p50 before, 1.0 µs after. Without work to start, the
+// split gains nothing (the wake of the writer then pays the futex; 28.5 → 25 µs), so
+// Update keeps the single commit.
+func (s *Store) UpdateMeanwhile(ctx context.Context, fn func(tx *Tx) error, meanwhile func()) error {
+	if meanwhile == nil {
+		return s.Update(ctx, fn)
+	}
+	defer func() {
+		if meanwhile != nil {
+			meanwhile()
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return errorf(CodeCanceled, err, "update not submitted")
+	}
+	release, err := s.enterRead()
+	if err != nil {
+		return err
+	}
+	defer release()
+	b, covers, err := s.prepare(ctx, fn, true, QuotaFrom(ctx))
+	if b == nil {
+		return err
+	}
+	b.Close()
+	m := meanwhile
+	meanwhile = nil
+	m()
+	return s.syncTo(covers)
+}
+
 // UpdateDeferred is Update without the wait for the disk. The batch is built,
 // checked and applied exactly as by Update (the same serialisation, sequence numbers
 // and hash chain) and is visible to every reader when UpdateDeferred returns nil, but
@@ -350,13 +399,18 @@ func (s *Store) Sync(ctx context.Context) error {
 		return err
 	}
 	defer release()
-	covers := s.deferred.Load()
+	return s.syncTo(s.deferred.Load())
+}
+
+// syncTo makes the deferred batches up to number covers durable, with everything
+// written to the WAL before the call, and returns when they are on disk; it skips the
+// disk when a sync that covers them has already completed. It commits a WAL record
+// that holds no key, with a sync: syncing it syncs every record before it. It needs no
+// wmu: every batch it covers is already ahead of that record in the WAL.
+func (s *Store) syncTo(covers uint64) error {
 	if covers <= s.syncedDeferred.Load() {
 		return nil
 	}
-	// A WAL record that holds no key: syncing it syncs every record before it. It
-	// needs no wmu: every batch applied before this call is already ahead of it in
-	// the WAL.
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := b.LogData(nil, nil); err != nil {

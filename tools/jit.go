@@ -597,7 +597,9 @@ func (j *JIT) handler(program string) engine.Handler {
 		// and new Date() throw ambient_clock, and the time reaches a tool only through
 		// clock.now, which checks clock:now and is audited. Math.random is seeded afresh
 		// for every call, from the call's ID, so that a replay draws the same numbers.
-		opts := wasm.Options{Limits: j.runLimits(call.Sandbox), Seed: CallSeed(call.CallID)}
+		// The instance's restore is left to the pipeline, which runs it while the
+		// call's settlement syncs (engine.Call.Defer).
+		opts := wasm.Options{Limits: j.runLimits(call.Sandbox), Seed: CallSeed(call.CallID), Defer: call.Defer}
 		var res *wasm.Result
 		var err error
 		if !call.ArgsDoc.IsZero() {

@@ -99,6 +99,11 @@ type Engine struct {
 	idle     []*instance
 	closed   bool
 	inflight sync.WaitGroup
+	// restoring counts the instances being restored in the background (release), and
+	// restored (on mu) is broadcast when one is done: get waits for one of them rather
+	// than instantiating a new instance, which costs many restores.
+	restoring int
+	restored  sync.Cond
 
 	// snap is the guest's memory from snapFrom on, taken once right after libos_prepare
 	// built the JavaScript state every call starts from; every instance is made from it
@@ -144,6 +149,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		// Trap messages are enough; DWARF would only make traps slower to build.
 		WithDebugInfoEnabled(false)
 	e := &Engine{maxMemory: int64(pages) * pageSize, poolSize: poolSize}
+	e.restored.L = &e.mu
 	// Wasm memory never shrinks: an instance whose memory grew past a quarter of the cap
 	// is closed after its call rather than kept, so one big call does not pin memory in
 	// every pooled instance.
@@ -363,6 +369,9 @@ func (e *Engine) enter() bool {
 // get returns an idle instance or a new one.
 func (e *Engine) get(ctx context.Context) (*instance, error) {
 	e.mu.Lock()
+	for len(e.idle) == 0 && e.restoring > 0 && !e.closed {
+		e.restored.Wait()
+	}
 	if n := len(e.idle); n > 0 {
 		in := e.idle[n-1]
 		e.idle[n-1] = nil
@@ -372,6 +381,36 @@ func (e *Engine) get(ctx context.Context) (*instance, error) {
 	}
 	e.mu.Unlock()
 	return e.newInstance(ctx)
+}
+
+// release puts a used instance back (put), now or, when the caller gave a Defer, in
+// the background once the caller runs the work it is handed (a goroutine that
+// restores the instance and returns it to the pool). Until then the instance is out of
+// the pool, as during the call, so no call can start on what this one left; the
+// instance counts as a call in flight, so that Close waits for it. The work starts
+// the goroutine once, however often it is called.
+func (e *Engine) release(ctx context.Context, in *instance, deferTo func(func())) {
+	if deferTo == nil {
+		e.put(ctx, in)
+		return
+	}
+	e.inflight.Add(1)
+	var once sync.Once
+	deferTo(func() {
+		once.Do(func() {
+			e.mu.Lock()
+			e.restoring++
+			e.mu.Unlock()
+			go func() {
+				defer e.inflight.Done()
+				e.put(ctx, in)
+				e.mu.Lock()
+				e.restoring--
+				e.mu.Unlock()
+				e.restored.Broadcast()
+			}()
+		})
+	})
 }
 
 // put restores a used instance to the snapshot and returns it to the pool, or closes it.

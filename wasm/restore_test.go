@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 // markerProgram builds a marker at run time (its bytes are in no program text) and fills
@@ -194,5 +195,112 @@ func TestNewInstanceIsTheSnapshotExactly(t *testing.T) {
 	}
 	if i := firstNonZero(mem[end:]); i >= 0 {
 		t.Errorf("a new instance holds a non-zero byte at %#x past the snapshot", int(end)+i)
+	}
+}
+
+// ABI.md, "The snapshot": "every call starts from the prepared state exactly as it was
+// built, with no trace of an earlier call", also when the caller takes the restore off
+// its answer's path (Options.Defer): until the work it was handed has run and is done,
+// the used instance is in no one's hands (a later call gets another instance, which is
+// the snapshot image), and afterwards the pooled instance is the snapshot image exactly
+// and runs as a fresh one does. The work runs once however often it is called, and
+// Close waits for one in progress.
+func TestDeferredRestoreLeavesNothing(t *testing.T) {
+	e := newHostTestEngine(t, Config{PoolSize: 2})
+	ctx := context.Background()
+	clean := mustRun(t, e, markerProgram, `{}`, nil, Options{})
+
+	var restore func()
+	res, err := e.Run(ctx, markerProgram, json.RawMessage(`{}`), nil, Options{Defer: func(fn func()) {
+		if restore != nil {
+			t.Error("Defer was handed work twice for one call")
+		}
+		restore = fn
+	}})
+	if err != nil || string(res.Value) != string(clean.Value) {
+		t.Fatalf("deferred call: %s, %v; want %s", res.Value, err, clean.Value)
+	}
+	if restore == nil {
+		t.Fatal("Run did not hand the restore to Defer")
+	}
+	t.Cleanup(restore) // Close waits for it, should the test stop early
+	e.mu.Lock()
+	pooled := len(e.idle)
+	e.mu.Unlock()
+	if pooled != 0 {
+		t.Fatalf("%d instances in the pool before the deferred restore ran; want none (the call took the only one)", pooled)
+	}
+	// The instance left for the deferred restore holds the call's bytes; the one a
+	// later call gets instead does not.
+	other, err := e.get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshotImage(t, e, other, "the instance a call gets while another's restore is deferred")
+	e.put(ctx, other)
+
+	restore()
+	restore() // a second run is a no-op
+	e.mu.Lock()
+	for e.restoring > 0 {
+		e.restored.Wait()
+	}
+	pooled = len(e.idle)
+	e.mu.Unlock()
+	if pooled != 2 {
+		t.Fatalf("%d instances pooled after the deferred restore; want 2", pooled)
+	}
+	for range 2 {
+		in, err := e.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSnapshotImage(t, e, in, "a pooled instance after the deferred restore")
+		defer e.put(ctx, in)
+	}
+	if again := mustRun(t, e, markerProgram, `{}`, nil, Options{}); string(again.Value) != string(clean.Value) || again.Stats.Fuel != clean.Stats.Fuel {
+		t.Errorf("after the deferred restore: %s with %d fuel; on a fresh instance: %s with %d fuel", again.Value, again.Stats.Fuel, clean.Value, clean.Stats.Fuel)
+	}
+}
+
+// Close waits for a restore handed to Defer: the instance is counted as a call in flight
+// until the deferred work has run, so that the runtime is never closed under it.
+func TestCloseWaitsForADeferredRestore(t *testing.T) {
+	e := newHostTestEngine(t, Config{PoolSize: 1})
+	ctx := context.Background()
+	var restore func()
+	if _, err := e.Run(ctx, `function run() { return 1; }`, nil, nil, Options{Defer: func(fn func()) { restore = fn }}); err != nil || restore == nil {
+		t.Fatalf("Run: %v; restore handed over: %v", err, restore != nil)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close(ctx) }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) before the deferred restore ran", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	restore()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkSnapshotImage fails unless in's memory is zero below the snapshot, the snapshot,
+// and zero after it.
+func checkSnapshotImage(t *testing.T, e *Engine, in *instance, what string) {
+	t.Helper()
+	from, end := e.snapFrom, e.snapFrom+uint32(len(e.snap))
+	mem, _ := in.mem.Read(0, in.mem.Size())
+	if i := firstNonZero(mem[:from]); i >= 0 {
+		t.Errorf("%s: a non-zero byte at %#x below the snapshot", what, i)
+	}
+	if !bytes.Equal(mem[from:end], e.snap) {
+		t.Errorf("%s: the prepared state differs from the snapshot", what)
+	}
+	if i := firstNonZero(mem[end:]); i >= 0 {
+		t.Errorf("%s: a non-zero byte at %#x past the snapshot", what, int(end)+i)
+	}
+	if i := bytes.Index(mem, marker); i >= 0 {
+		t.Errorf("%s: an earlier call's bytes at %#x", what, i)
 	}
 }

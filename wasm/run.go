@@ -89,6 +89,16 @@ type Options struct {
 	// Seed seeds Math.random. 0 means a fresh random seed for this call; any other value
 	// makes Math.random's sequence reproducible.
 	Seed uint64
+	// Defer, when set, is handed the work that brings the call's instance back to the
+	// snapshot and returns it to the pool, instead of Run doing it before it returns.
+	// The work only starts a goroutine that does it, so the caller runs it when a core
+	// is likely free for it (the kernel: when the call's settlement is applied and its
+	// sync about to be asked for, so that the restore runs while the disk syncs).
+	// Until the work is run and done the instance stays out of the pool, so no call
+	// starts on what this one left; a call that finds the pool empty waits for such a
+	// restore rather than instantiating the guest again, and Close waits for them.
+	// Nothing Run returns refers to the instance's memory.
+	Defer func(restore func())
 
 	// noPoll: see call.noPoll. Only tests and benchmarks set it.
 	noPoll bool
@@ -231,7 +241,7 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 	if err != nil {
 		return nil, nil, err
 	}
-	defer e.put(context.WithoutCancel(ctx), in)
+	defer e.release(context.WithoutCancel(ctx), in, opts.Defer)
 
 	runCtx, cancel := context.WithTimeout(ctx, lim.WallTime)
 	defer cancel()
