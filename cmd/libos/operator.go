@@ -215,7 +215,9 @@ func (e *env) op(ctx context.Context, r opRequest, out any) error {
 	if !errors.Is(err, errNoServer) {
 		return err
 	}
-	mode := readWrite
+	// No operator call runs a tool: a decision on an approval is the waiting call's
+	// server's to act on, and a fork installs tools without running them.
+	mode := restore
 	switch r.Op {
 	case "processes", "process", "events", "verify", "candidates", "approvals", "bindings":
 		mode = readOnly

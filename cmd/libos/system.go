@@ -29,6 +29,10 @@ type access int
 
 const (
 	readOnly access = iota
+	// restore installs the JIT tools of restored processes again, as readWrite does, for
+	// a command that lists tools or changes the store but runs no tool (the operator's
+	// commands, 'libos tools'): like readOnly, it never needs the sandbox's guest.
+	restore
 	readWrite
 )
 
@@ -98,14 +102,15 @@ func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
 }
 
 // openSystem opens the libOS on the store in dir. The kernel restores the store's
-// processes; in readWrite mode their registered JIT tools are installed again too
-// (recorded as tools_changed events with change "rehydrated"), so that calls can reach
-// them, and in readOnly mode opening writes nothing.
+// processes; in readWrite and restore modes their registered JIT tools are installed
+// again too (recorded as tools_changed events with change "rehydrated"), so that calls
+// can reach them, and in readOnly mode opening writes nothing. Only readWrite compiles
+// the sandbox's guest at once.
 func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, error) {
 	ls, err := retryWithoutCache(e, func(cacheDir string) (*los.System, error) {
-		// A read-only System runs no tool, so it never needs the sandbox's guest: it is
-		// compiled (read from the cache) only if a call does need it.
-		return los.Open(ctx, dir, los.Options{CacheDir: cacheDir, SkipJITRestore: mode == readOnly, LazySandbox: mode == readOnly, Cluster: e.cluster})
+		// Only readWrite runs tools; otherwise the sandbox's guest is compiled (read
+		// from the cache) only if a call does need it after all.
+		return los.Open(ctx, dir, los.Options{CacheDir: cacheDir, SkipJITRestore: mode == readOnly, LazySandbox: mode != readWrite, Cluster: e.cluster})
 	})
 	if err != nil {
 		if errors.Is(err, los.ErrStoreInUse) {
