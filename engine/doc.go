@@ -123,7 +123,8 @@
 // authority) and Call.Sandbox (its sandbox bounds); it calls the kernel only to change
 // the process (Call.InstallTool and Call.ToolKinds for the JIT lifecycle's register,
 // Call.ActivateSkill and Call.DeactivateSkill for the Skill tools); Call.Return only
-// keeps its result on the Call for the pipeline.
+// keeps its result on the Call for the pipeline, and Call.Defer work for the pipeline
+// to start while the settlement syncs (a JIT tool's sandbox restore).
 //
 // # Skills
 //

@@ -75,7 +75,12 @@
 // how a caller makes several writes durable with one sync: it defers the writes that
 // lead up to an acknowledgement and syncs the acknowledgement itself. Sync makes
 // everything applied so far durable (for an effect outside the store that must not
-// happen without its record); it costs nothing when no deferred write waits. After any
+// happen without its record); it costs nothing when no deferred write waits.
+// UpdateMeanwhile is Update for a caller with work to start while it waits for the
+// disk (the kernel's settlement, during which a JIT call's sandbox is restored): it
+// applies the batch as a deferred one, runs the caller's function, and then syncs as
+// Sync does, outside the write lock, so that what the function starts is under way
+// before Pebble's WAL writer is woken (RATIONALE.md). After any
 // failed write the Store refuses further operations with an io error; reopening
 // recovers exactly what was acknowledged (and possibly whole unacknowledged batches).
 // A second Open of a directory in use fails with in_use. Errors are *Error values

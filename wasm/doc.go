@@ -15,7 +15,9 @@
 // Options (limits, clock, seed). The program runs on a pooled instance, in a JavaScript
 // runtime and context that no earlier call touched: the Engine snapshots the guest's
 // memory once the prelude is installed, makes every instance from that snapshot and
-// restores it after every call. The program is compiled once per Engine to QuickJS
+// restores it after every call (or, when the caller takes it with Options.Defer, in
+// the background once the caller starts it, the instance out of the pool until then).
+// The program is compiled once per Engine to QuickJS
 // bytecode, which every later call of the same program runs from (program.go); the
 // bytecode stays in host memory. Each libos.syscall goes out through the Syscaller and its
 // JSON result comes back into the guest. Run returns the JSON value byte for byte as the
