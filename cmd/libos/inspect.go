@@ -237,13 +237,15 @@ default image (or --image), in a throwaway store.`,
 }
 
 // withScratch runs fn on a fresh store in a temporary directory, removed afterwards.
+// Its users ('libos tools' and 'libos diagnose' without a PID) run no JIT tool, so the
+// sandbox is lazy (mode restore).
 func withScratch(ctx context.Context, e *env, fn func(*system) error) (err error) {
 	dir, err := os.MkdirTemp("", "libos-scratch-")
 	if err != nil {
 		return usageErr("temporary store: %v", err)
 	}
 	defer os.RemoveAll(dir)
-	sys, err := openSystem(ctx, dir, e, readWrite)
+	sys, err := openSystem(ctx, dir, e, restore)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,8 @@ import (
 
 // A command that runs no tool opens the libOS with a lazy sandbox (LazySandbox): the
 // read-only ones (ps, events, candidates, ...), and those that install the restored JIT
-// tools but run none (the operator's commands, 'libos tools PID'). None of them reads or
+// tools but run none (the operator's commands, 'libos tools PID', and on a scratch store
+// 'libos tools' and 'libos diagnose' without --jit). None of them reads or
 // compiles the guest, so with an empty --cache-dir they leave the cache without a
 // compiled guest in it, where compiling it would have written wazero's entry.
 func TestCommandsThatRunNoToolDoNotCompileTheSandbox(t *testing.T) {
@@ -34,6 +35,8 @@ func TestCommandsThatRunNoToolDoNotCompileTheSandbox(t *testing.T) {
 		{"tools", pid},  // installs the restored JIT tools to list them
 		{"pause", pid},  // an operator's change
 		{"resume", pid}, // and back
+		{"tools"},       // a fresh process in a scratch store
+		{"diagnose"},    // the echo diagnostic, in a scratch store
 	} {
 		args = append(args, "--data", data, "--cache-dir", cache)
 		if r := libos(t, "", args...); r.code != 0 {
