@@ -83,6 +83,9 @@ type Store struct {
 	// them to skip a disk round trip when nothing deferred is waiting.
 	deferred       atomic.Uint64
 	syncedDeferred atomic.Uint64
+	// syncing counts the Updates (UpdateMeanwhile's included) between their start and
+	// their sync's end: UpdateMeanwhile commits in one go when it is not alone.
+	syncing atomic.Int32
 }
 
 // pebbleFormat pins Pebble's own on-disk format so that upgrading the module never
@@ -302,6 +305,8 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 		return err
 	}
 	defer release()
+	s.syncing.Add(1)
+	defer s.syncing.Add(-1)
 	b, covers, err := s.prepare(ctx, fn, false, QuotaFrom(ctx))
 	if err != nil || b == nil {
 		return err
@@ -329,7 +334,8 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 // Traced at one call at a time (go test -trace, 800 calls): from the WAL writer's wake
 // to the caller parking, 25–29 µs p50 before, 1.0 µs after. Without work to start, the
 // split gains nothing (the wake of the writer then pays the futex; 28.5 → 25 µs), so
-// Update keeps the single commit.
+// Update keeps the single commit, and so does UpdateMeanwhile while another Update is
+// waiting for a sync (below).
 func (s *Store) UpdateMeanwhile(ctx context.Context, fn func(tx *Tx) error, meanwhile func()) error {
 	if meanwhile == nil {
 		return s.Update(ctx, fn)
@@ -347,6 +353,23 @@ func (s *Store) UpdateMeanwhile(ctx context.Context, fn func(tx *Tx) error, mean
 		return err
 	}
 	defer release()
+	alone := s.syncing.Add(1) == 1
+	defer s.syncing.Add(-1)
+	if !alone {
+		// Other writers are waiting for syncs (concurrent calls): the CPUs are busy,
+		// so a wake needs no idle thread woken, and the extra commit is only a cost
+		// (5–9 % fewer calls/s at 16 concurrent calls in three interleaved pairs at
+		// load 10; within the noise in others). The batch asks for its sync itself and
+		// meanwhile runs right after, as the sync is under way.
+		b, covers, err := s.prepare(ctx, fn, false, QuotaFrom(ctx))
+		if err != nil || b == nil {
+			return err
+		}
+		m := meanwhile
+		meanwhile = nil
+		m()
+		return s.awaitSync(b, covers)
+	}
 	b, covers, err := s.prepare(ctx, fn, true, QuotaFrom(ctx))
 	if b == nil {
 		return err
