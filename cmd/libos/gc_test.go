@@ -11,6 +11,8 @@ import (
 	"runtime/metrics"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // gcLines runs the binary with GODEBUG=gctrace=1,inittrace=1 and the given GOGC ("" for
@@ -118,5 +120,25 @@ func TestCommandsRestoreTheCollector(t *testing.T) {
 	metrics.Read(s)
 	if got := int(s[0].Value.Uint64()); got != want {
 		t.Errorf("after libos version the collector's target is %d, want %d", got, want)
+	}
+}
+
+// The collector is off until root's PersistentPreRunE gives it a target, and cobra runs
+// only the nearest PersistentPreRun(E) of a command: a command that declared its own would
+// run with no collector at all (a 'libos serve' would grow without bound). None may.
+func TestNoCommandSkipsTheRootHook(t *testing.T) {
+	root := newRoot(&env{stdin: strings.NewReader(""), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.PersistentPreRun != nil || sub.PersistentPreRunE != nil {
+				t.Errorf("%q has a PersistentPreRun of its own, so root's, which gives the collector its target, never runs for it", sub.CommandPath())
+			}
+			walk(sub)
+		}
+	}
+	walk(root)
+	if root.PersistentPreRunE == nil {
+		t.Fatal("the root command has no PersistentPreRunE")
 	}
 }
