@@ -98,6 +98,34 @@ func (tx *Tx) check() error {
 	return nil
 }
 
+// checkIDs is the preamble of a write: the transaction is still in its Update, and
+// each identifier, given as a pair of what it names and its value, is well-formed.
+// The first failure is returned, in that order.
+func (tx *Tx) checkIDs(pairs ...string) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := checkID(pairs[i], pairs[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// absent fails with a conflict, worded by format and args, when k holds a record: a
+// record that is only ever created, never replaced.
+func (tx *Tx) absent(k []byte, format string, args ...any) error {
+	ok, err := tx.exists(k)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return errorf(CodeConflict, nil, format, args...)
+	}
+	return nil
+}
+
 func (tx *Tx) enterRead() (func(), error) {
 	if err := tx.check(); err != nil {
 		return nil, err
@@ -195,10 +223,7 @@ func (tx *Tx) AppendDoc(pid, typ string, data jsonexact.Doc) (Event, error) {
 // checkAppend is what Append and AppendDoc check before the event's data: the batch is
 // still open, and the pid and event type are well-formed identifiers.
 func (tx *Tx) checkAppend(pid, typ string) error {
-	if err := tx.check(); err != nil {
-		return err
-	}
-	if err := checkID("pid", pid); err != nil {
+	if err := tx.checkIDs("pid", pid); err != nil {
 		return err
 	}
 	return checkID("event type", typ)
@@ -268,10 +293,7 @@ func (tx *Tx) append(pid, typ string, compact json.RawMessage, call string) (Eve
 // PutProcess creates or replaces the record of p.PID. Created is kept from the
 // stored record (or set now for a new one); Updated is set now.
 func (tx *Tx) PutProcess(p Process) error {
-	if err := tx.check(); err != nil {
-		return err
-	}
-	if err := checkID("pid", p.PID); err != nil {
+	if err := tx.checkIDs("pid", p.PID); err != nil {
 		return err
 	}
 	if err := checkRaw("process", p.Image, p.Limits); err != nil {
@@ -299,12 +321,8 @@ func (tx *Tx) CreateCandidate(c Candidate) error {
 	if err := tx.checkCandidate(c); err != nil {
 		return err
 	}
-	ok, err := tx.exists(candKey(c.PID, c.ID))
-	if err != nil {
+	if err := tx.absent(candKey(c.PID, c.ID), "candidate %q already exists", c.ID); err != nil {
 		return err
-	}
-	if ok {
-		return errorf(CodeConflict, nil, "candidate %q already exists", c.ID)
 	}
 	c.Created, c.Updated = tx.now, tx.now
 	return tx.putJSON(candKey(c.PID, c.ID), c)
@@ -348,21 +366,11 @@ func (tx *Tx) checkCandidate(c Candidate) error {
 // AddBinding binds b.Name in b.PID. A name already bound in that process is a
 // conflict; bindings are never replaced. Created is set now.
 func (tx *Tx) AddBinding(b Binding) error {
-	if err := tx.check(); err != nil {
+	if err := tx.checkIDs("pid", b.PID, "tool name", b.Name); err != nil {
 		return err
 	}
-	if err := checkID("pid", b.PID); err != nil {
+	if err := tx.absent(bindKey(b.PID, b.Name), "tool name %q is already bound in %s", b.Name, b.PID); err != nil {
 		return err
-	}
-	if err := checkID("tool name", b.Name); err != nil {
-		return err
-	}
-	ok, err := tx.exists(bindKey(b.PID, b.Name))
-	if err != nil {
-		return err
-	}
-	if ok {
-		return errorf(CodeConflict, nil, "tool name %q is already bound in %s", b.Name, b.PID)
 	}
 	b.Created = tx.now
 	return tx.putJSON(bindKey(b.PID, b.Name), b)
@@ -388,13 +396,7 @@ func (tx *Tx) DeleteBinding(pid, name string) (Binding, error) {
 // PutToolResult persists the result of call r.CallID. A call has at most one
 // result: a second one is a conflict. Created is set now.
 func (tx *Tx) PutToolResult(r ToolResult) error {
-	if err := tx.check(); err != nil {
-		return err
-	}
-	if err := checkID("pid", r.PID); err != nil {
-		return err
-	}
-	if err := checkID("call id", r.CallID); err != nil {
+	if err := tx.checkIDs("pid", r.PID, "call id", r.CallID); err != nil {
 		return err
 	}
 	r.Created = tx.now
@@ -407,12 +409,8 @@ func (tx *Tx) PutToolResult(r ToolResult) error {
 		}
 	}
 	if !tx.callAbove(tResult, r.PID, r.CallID) {
-		ok, err := tx.exists(resultKey(r.PID, r.CallID))
-		if err != nil {
+		if err := tx.absent(resultKey(r.PID, r.CallID), "call %q of %s already has a result", r.CallID, r.PID); err != nil {
 			return err
-		}
-		if ok {
-			return errorf(CodeConflict, nil, "call %q of %s already has a result", r.CallID, r.PID)
 		}
 	}
 	if encoded {
@@ -430,13 +428,7 @@ func (tx *Tx) PutToolResult(r ToolResult) error {
 // PutApproval creates or replaces approval a.ID of a.PID. Created is kept from the
 // stored record (or set now for a new one).
 func (tx *Tx) PutApproval(a Approval) error {
-	if err := tx.check(); err != nil {
-		return err
-	}
-	if err := checkID("pid", a.PID); err != nil {
-		return err
-	}
-	if err := checkID("approval id", a.ID); err != nil {
+	if err := tx.checkIDs("pid", a.PID, "approval id", a.ID); err != nil {
 		return err
 	}
 	if err := checkRaw("approval", a.Request); err != nil {
@@ -457,24 +449,14 @@ func (tx *Tx) PutApproval(a Approval) error {
 // AddCheckpoint stores a new checkpoint of c.PID; an existing ID is a conflict.
 // Created is set now.
 func (tx *Tx) AddCheckpoint(c Checkpoint) error {
-	if err := tx.check(); err != nil {
-		return err
-	}
-	if err := checkID("pid", c.PID); err != nil {
-		return err
-	}
-	if err := checkID("checkpoint id", c.ID); err != nil {
+	if err := tx.checkIDs("pid", c.PID, "checkpoint id", c.ID); err != nil {
 		return err
 	}
 	if err := checkRaw("checkpoint", c.Snapshot); err != nil {
 		return err
 	}
-	ok, err := tx.exists(ckptKey(c.PID, c.ID))
-	if err != nil {
+	if err := tx.absent(ckptKey(c.PID, c.ID), "checkpoint %q already exists", c.ID); err != nil {
 		return err
-	}
-	if ok {
-		return errorf(CodeConflict, nil, "checkpoint %q already exists", c.ID)
 	}
 	c.Created = tx.now
 	return tx.putJSON(ckptKey(c.PID, c.ID), c)
@@ -504,10 +486,7 @@ func (tx *Tx) Charge(pid, name string, n, limit int64) (Budget, error) {
 
 // KVPut sets key to value in pid's key–value space.
 func (tx *Tx) KVPut(pid, key string, value []byte) error {
-	if err := tx.check(); err != nil {
-		return err
-	}
-	if err := checkID("pid", pid); err != nil {
+	if err := tx.checkIDs("pid", pid); err != nil {
 		return err
 	}
 	if err := checkKVKey(key); err != nil {
@@ -522,10 +501,7 @@ func (tx *Tx) KVPut(pid, key string, value []byte) error {
 // KVSetLabels records the data-flow labels of key's value in pid's key–value space;
 // none removes them. Write it in the same batch as the value.
 func (tx *Tx) KVSetLabels(pid, key string, labels []string) error {
-	if err := tx.check(); err != nil {
-		return err
-	}
-	if err := checkID("pid", pid); err != nil {
+	if err := tx.checkIDs("pid", pid); err != nil {
 		return err
 	}
 	if err := checkKVKey(key); err != nil {
@@ -542,10 +518,7 @@ func (tx *Tx) KVSetLabels(pid, key string, labels []string) error {
 
 // KVDelete removes key from pid's key–value space and reports whether it existed.
 func (tx *Tx) KVDelete(pid, key string) (existed bool, err error) {
-	if err := tx.check(); err != nil {
-		return false, err
-	}
-	if err := checkID("pid", pid); err != nil {
+	if err := tx.checkIDs("pid", pid); err != nil {
 		return false, err
 	}
 	if err := checkKVKey(key); err != nil {
