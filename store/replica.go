@@ -217,10 +217,7 @@ func (s *Store) UpdateProcess(ctx context.Context, pid string, fn func(tx *Tx) e
 	if !ok {
 		return s.Update(ctx, fn)
 	}
-	if err := ctx.Err(); err != nil {
-		return errorf(CodeCanceled, err, "update not submitted")
-	}
-	release, err := s.enterRead()
+	release, err := s.enterUpdate(ctx)
 	if err != nil {
 		return err
 	}

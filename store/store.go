@@ -272,6 +272,15 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// enterUpdate is how every write begins: a cancelled ctx submits nothing, and the
+// store must be open (enterRead); release ends it.
+func (s *Store) enterUpdate(ctx context.Context) (release func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, errorf(CodeCanceled, err, "update not submitted")
+	}
+	return s.enterRead()
+}
+
 func (s *Store) enterRead() (func(), error) {
 	s.mu.RLock()
 	if s.closed {
@@ -297,10 +306,7 @@ func (s *Store) enterRead() (func(), error) {
 // an error nothing is written. Once the batch is submitted Update waits for the
 // sync regardless of ctx.
 func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return errorf(CodeCanceled, err, "update not submitted")
-	}
-	release, err := s.enterRead()
+	release, err := s.enterUpdate(ctx)
 	if err != nil {
 		return err
 	}
@@ -345,10 +351,7 @@ func (s *Store) UpdateMeanwhile(ctx context.Context, fn func(tx *Tx) error, mean
 			meanwhile()
 		}
 	}()
-	if err := ctx.Err(); err != nil {
-		return errorf(CodeCanceled, err, "update not submitted")
-	}
-	release, err := s.enterRead()
+	release, err := s.enterUpdate(ctx)
 	if err != nil {
 		return err
 	}
@@ -394,10 +397,7 @@ func (s *Store) UpdateMeanwhile(ctx context.Context, fn func(tx *Tx) error, mean
 // survives, so does everything before it. A deferred write must not be acknowledged
 // to anyone (a model, an operator, another system) before such a synced write.
 func (s *Store) UpdateDeferred(ctx context.Context, fn func(tx *Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return errorf(CodeCanceled, err, "update not submitted")
-	}
-	release, err := s.enterRead()
+	release, err := s.enterUpdate(ctx)
 	if err != nil {
 		return err
 	}
