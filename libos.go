@@ -64,6 +64,16 @@ type Options struct {
 	// Cluster, when set, runs the System in the replicated mode (ClusterOptions); nil
 	// keeps the single-host store.
 	Cluster *ClusterOptions
+	// ReadOnly opens the store to read it only (store.Options.ReadOnly): Open writes
+	// nothing into dir, neither a record nor one of Pebble's files, and does not create
+	// it (a missing or empty dir is an empty store). What a writable Open records, it
+	// only reports: the calls left unsettled (UnknownSettlements), the approvals past
+	// their deadline (shown expired) and the JIT tools installed again (engine.Open).
+	// Every method that writes fails with an error matching ErrReadOnly. It works on a
+	// store on a read-only file system or a backup, beside other read-only Systems; a
+	// writable System holding the store makes it fail with ErrStoreInUse, and the other
+	// way round. It does not combine with Cluster. The zero value reads and writes.
+	ReadOnly bool
 
 	// storeClock, when set, is the store's clock (store.Options.Now). It is called once
 	// at the start of every write transaction, on the writer's goroutine: the tests of
@@ -82,6 +92,10 @@ var ErrCache = liberr.New("libos", CodeCacheUnusable, "the compilation cache dir
 // ErrStoreInUse is matched (errors.Is) by the error of Open when another program holds
 // the store: a store admits one System at a time.
 var ErrStoreInUse = store.ErrInUse
+
+// ErrReadOnly is matched (errors.Is) by the error of every write on a System opened
+// with Options.ReadOnly (code read_only); nothing was written.
+var ErrReadOnly = store.ErrReadOnly
 
 // DefaultCacheDir is the compilation cache the libos command uses: libos/wazero in the
 // user's cache directory ($XDG_CACHE_HOME, ~/.cache, %LocalAppData%, ~/Library/Caches).
@@ -127,13 +141,16 @@ type System struct {
 // holds none beyond what its peak concurrency left.
 const DefaultPoolSize = 16
 
-// Open opens the store in dir (created if missing) and starts the libOS on it. The
-// kernel restores every process the store holds, with the JIT tools they registered
-// (recorded as tools_changed events with change "rehydrated"); a registered tool that
-// can no longer be installed is left out and named by RehydrateErr, and the rest of
-// the system works. Calls in flight when a previous System stopped are reported by
-// UnknownSettlements, never retried.
+// Open opens the store in dir (created if missing, unless Options.ReadOnly) and
+// starts the libOS on it. The kernel restores every process the store holds, with the
+// JIT tools they registered (recorded as tools_changed events with change
+// "rehydrated"); a registered tool that can no longer be installed is left out and
+// named by RehydrateErr, and the rest of the system works. Calls in flight when a
+// previous System stopped are reported by UnknownSettlements, never retried.
 func Open(ctx context.Context, dir string, opts Options) (*System, error) {
+	if opts.ReadOnly && opts.Cluster != nil {
+		return nil, liberr.New("libos", liberr.CodeInvalidConfig, "open %s: a read-only System cannot run in the replicated mode", dir)
+	}
 	pool := opts.PoolSize
 	if pool == 0 {
 		pool = max(DefaultPoolSize, runtime.GOMAXPROCS(0))
@@ -151,6 +168,7 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 	}
 	so := ch.storeOptions()
 	so.Now = opts.storeClock
+	so.ReadOnly = opts.ReadOnly
 	st, err := store.Open(dir, so)
 	if err != nil {
 		ch.close()

@@ -104,6 +104,11 @@ func approvalOf(a store.Approval) Approval {
 	}
 }
 
+// expire makes a an approval that expired at t without a decision.
+func (a *Approval) expire(t time.Time) {
+	a.State, a.Reason, a.DecidedBy, a.Decided = ApprovalExpired, "no decision before the deadline", "timeout", t
+}
+
 func (a Approval) record() store.Approval {
 	req, _ := json.Marshal(approvalRequest{
 		Kind: a.Kind, Tool: a.Tool, ToolID: a.ToolID, Via: a.Via, Capability: a.Capability, Args: a.Args,
@@ -310,7 +315,7 @@ func (k *Kernel) settleApproval(ctx context.Context, p *process, id, tool string
 		case ApprovalPending:
 			switch woke {
 			case wokeTimeout:
-				a.State, a.Reason, a.Decided, a.DecidedBy = ApprovalExpired, "no decision before the deadline", tx.Now(), "timeout"
+				a.expire(tx.Now())
 				out = &Error{Layer: layer, Code: CodeApprovalTimeout, Message: fmt.Sprintf("no operator decision on approval %s before its deadline; a timeout denies", id)}
 			case wokeCanceled:
 				a.State, a.Reason, a.Decided, a.DecidedBy = ApprovalExpired, "the call was cancelled before a decision", tx.Now(), "caller"
@@ -407,7 +412,8 @@ func (k *Kernel) decideIn(ctx context.Context, pid, id string, approve bool, rea
 			a.State, decision = ApprovalDenied, "denied"
 		}
 		if tx.Now().After(a.Deadline) {
-			a.State, a.Reason, a.DecidedBy, typ, decision = ApprovalExpired, "no decision before the deadline", "timeout", EventApprovalExpired, "expired"
+			a.expire(a.Decided)
+			typ, decision = EventApprovalExpired, "expired"
 			refusal = errorf(CodeInvalidState, "approval %s expired at %s, before this decision", id, a.Deadline.Format(time.RFC3339Nano))
 		}
 		if err := tx.PutApproval(a.record()); err != nil {
@@ -478,7 +484,8 @@ func denyPending(tx *store.Tx, pid, reason string) ([]string, error) {
 
 // restoreApprovals expires, on Open, the pending approvals of p whose deadline
 // passed while the kernel was stopped. The others stay pending: the operator can
-// still decide them, and a retry of the same call waits on or uses them.
+// still decide them, and a retry of the same call waits on or uses them. On a
+// read-only store it only notes them (k.expired), for Approvals to show.
 func (k *Kernel) restoreApprovals(ctx context.Context, p *process) error {
 	recs, err := k.st.Approvals(p.pid)
 	if err != nil {
@@ -490,8 +497,15 @@ func (k *Kernel) restoreApprovals(ctx context.Context, p *process) error {
 		if a.State != ApprovalPending || now.Before(a.Deadline) {
 			continue
 		}
+		if k.st.ReadOnly() {
+			if k.expired == nil {
+				k.expired = map[string]time.Time{}
+			}
+			k.expired[a.ID] = now.UTC()
+			continue
+		}
 		err := k.st.Update(ctx, func(tx *store.Tx) error {
-			a.State, a.Reason, a.DecidedBy, a.Decided = ApprovalExpired, "no decision before the deadline", "timeout", tx.Now()
+			a.expire(tx.Now())
 			if err := tx.PutApproval(a.record()); err != nil {
 				return err
 			}
@@ -514,6 +528,9 @@ func (k *Kernel) Approvals(pid string) ([]Approval, error) {
 	out := make([]Approval, len(recs))
 	for i, r := range recs {
 		out[i] = approvalOf(r)
+		if t, ok := k.expired[r.ID]; ok && out[i].State == ApprovalPending {
+			out[i].expire(t)
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out, nil

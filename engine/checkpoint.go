@@ -71,7 +71,8 @@ func (k *Kernel) loadJIT(ctx context.Context, b store.Binding, maxDepth int) (*e
 
 // restoreBindings installs p's committed JIT bindings again, exactly: same names,
 // tool IDs and schemas. Each installation is recorded (tools_changed, change
-// "rehydrated"); a binding that cannot be installed is reported in BindingFailures.
+// "rehydrated"), except on a read-only store; a binding that cannot be installed is
+// reported in BindingFailures.
 func (k *Kernel) restoreBindings(ctx context.Context, p *process) error {
 	if k.jit == nil || k.skipJITRestore {
 		return nil
@@ -96,8 +97,8 @@ func (k *Kernel) restoreBindings(ctx context.Context, p *process) error {
 		data, _ := json.Marshal(map[string]any{"change": "rehydrated", "tool": b.Name, "kind": KindJIT, "tool_id": b.ToolID, "candidate_id": b.CandidateID})
 		events = append(events, data)
 	}
-	if len(events) == 0 {
-		return nil
+	if len(events) == 0 || k.st.ReadOnly() {
+		return nil // a read-only store installs them without a record
 	}
 	err = k.st.Update(ctx, func(tx *store.Tx) error {
 		for _, d := range events {

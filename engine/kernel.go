@@ -173,6 +173,10 @@ type Kernel struct {
 
 	unknown  []UnknownSettlement
 	failures []BindingFailure
+	// expired holds, on a read-only store, the pending approvals whose deadline had
+	// passed at Open, with that time: Approvals shows them expired, as a writable Open
+	// would have recorded them (restoreApprovals). Written only during Open.
+	expired map[string]time.Time
 }
 
 // UnknownSettlement is a tool call that reached tool_called but was never settled
@@ -189,6 +193,13 @@ type UnknownSettlement struct {
 // once. Processes already in st are restored with their tool tables, and every call
 // left without settlement is recorded as unknown_settlement (see UnknownSettlements).
 // The kernel does not own st: close the kernel, then the store.
+//
+// On a store opened read-only (store.Options.ReadOnly) Open writes nothing and
+// records none of what it finds: the calls left open are reported by
+// UnknownSettlements, the pending approvals past their deadline are shown expired by
+// Approvals, and the restored JIT bindings are installed without their tools_changed
+// events. The next writable Open records them. Every operation that writes fails
+// with the store's read_only error (store.ErrReadOnly).
 func Open(ctx context.Context, st *store.Store, cfg Config) (*Kernel, error) {
 	if st == nil {
 		return nil, errorf(CodeInvalidConfig, "open: no store")

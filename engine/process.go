@@ -281,8 +281,11 @@ func (k *Kernel) rehydrateOne(ctx context.Context, rec store.Process) error {
 			"call_id": ev.CallID, "tool": called.Tool, "called_seq": ev.Seq,
 			"reason": "the call was not settled before the kernel stopped; it may or may not have had effects and is not retried",
 		})
-		if _, err := k.st.Append(ctx, rec.PID, store.EventUnknownSettlement, data); err != nil {
-			return storageErr("open: record unknown settlement", err)
+		// A read-only store reports the call and leaves its record to the next writer.
+		if !k.st.ReadOnly() {
+			if _, err := k.st.Append(ctx, rec.PID, store.EventUnknownSettlement, data); err != nil {
+				return storageErr("open: record unknown settlement", err)
+			}
 		}
 		unknown = append(unknown, UnknownSettlement{PID: rec.PID, CallID: ev.CallID, Tool: called.Tool, Seq: ev.Seq})
 	}

@@ -34,6 +34,9 @@ const (
 	CodeLimitExceeded Code = Code(liberr.CodeLimitExceeded)
 	// CodeCanceled: the context was done before the write was submitted.
 	CodeCanceled Code = Code(liberr.CodeCanceled)
+	// CodeReadOnly: a write on a store opened read-only (Options.ReadOnly); nothing
+	// was written.
+	CodeReadOnly Code = "read_only"
 )
 
 // Error is the error type of this package: the module's one error type (package
@@ -61,6 +64,7 @@ var (
 	ErrCorrupt           = liberr.New(layer, CodeCorrupt, "corrupt")
 	ErrLimitExceeded     = liberr.New(layer, CodeLimitExceeded, "limit exceeded")
 	ErrCanceled          = liberr.New(layer, CodeCanceled, "canceled")
+	ErrReadOnly          = liberr.New(layer, CodeReadOnly, "read-only")
 )
 
 // CorruptAdvice is what a corrupt store's error tells the operator to do. The store

@@ -125,6 +125,9 @@ func TestSIGKILL(t *testing.T) {
 		if !checkedInUse {
 			_, err := Open(dir, Options{})
 			wantCode(t, err, CodeInUse)
+			// A read-only open's shared lock conflicts with the writer's too.
+			_, err = Open(dir, Options{ReadOnly: true})
+			wantCode(t, err, CodeInUse)
 			checkedInUse = true
 		}
 		time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
@@ -137,12 +140,33 @@ func TestSIGKILL(t *testing.T) {
 		if len(other) > 0 {
 			t.Fatalf("child reported: %v", other)
 		}
+		var acked []ack
+		for a := range acks {
+			acked = append(acked, a)
+		}
+		// A read-only open of the killed writer's store shows every acknowledged event
+		// (replaying its WAL in memory) and leaves the files as the kill left them.
+		before := dirState(t, dir)
+		ro, err := Open(dir, Options{ReadOnly: true})
+		if err != nil {
+			t.Fatalf("read-only open after kill %d: %v", round, err)
+		}
+		for _, a := range acked {
+			if e, err := ro.Event("k", a.seq); err != nil || string(e.Data) != a.data {
+				t.Fatalf("kill %d, read-only: acknowledged event %d: %s, %v", round, a.seq, e.Data, err)
+			}
+		}
+		if err := ro.Verify("k"); err != nil {
+			t.Fatalf("kill %d, read-only: %v", round, err)
+		}
+		ro.Close()
+		sameState(t, fmt.Sprintf("a read-only open after kill %d", round), before, dirState(t, dir))
 		s, err := Open(dir, Options{})
 		if err != nil {
 			t.Fatalf("reopen after kill %d: %v", round, err)
 		}
 		n := 0
-		for a := range acks {
+		for _, a := range acked {
 			e, err := s.Event("k", a.seq)
 			if err != nil {
 				t.Fatalf("kill %d: acknowledged event %d lost: %v", round, a.seq, err)

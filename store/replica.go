@@ -390,6 +390,9 @@ func (s *Store) ApplyReplicated(ctx context.Context, r Replicated) (bool, error)
 	if err := checkID("pid", r.PID); err != nil {
 		return false, err
 	}
+	if err := s.writable(); err != nil {
+		return false, err
+	}
 	release, err := s.enterRead()
 	if err != nil {
 		return false, err

@@ -31,6 +31,11 @@ type Options struct {
 	// Replicator, when set, makes every write batch durable elsewhere before it is
 	// applied here (the replicated mode, package cluster). Nil: the single-host store.
 	Replicator Replicator
+	// ReadOnly opens the store to read it only: nothing in the directory is created,
+	// changed or removed, Pebble's own files included, and every write fails with
+	// read_only (ErrReadOnly). A missing or empty directory is an empty store, left as
+	// it is. See readonly.go for the lock it takes and what Pebble does in this mode.
+	ReadOnly bool
 
 	// tune adjusts Pebble's options in tests (small memtables force flushes).
 	tune func(*pebble.Options)
@@ -45,6 +50,10 @@ type Store struct {
 	lock *pebble.Lock
 	now  func() time.Time
 	repl Replicator
+	// readOnly refuses every write (Options.ReadOnly); unhold releases dir in this
+	// process's table of open directories (holdDir), nil when dir is not on the disk.
+	readOnly bool
+	unhold   func()
 
 	// mu guards closed and db's lifetime: every operation holds it shared.
 	mu     sync.RWMutex
@@ -109,9 +118,9 @@ func DefaultDir() (string, error) {
 }
 
 // Open opens the store in dir, creating and initialising it if it is missing or
-// empty. It fails with in_use when another process (or another Store in this
-// process) holds dir, and with format_unsupported when dir was written with a key
-// layout this build does not know.
+// empty (with Options.ReadOnly it creates nothing: see openReadOnly). It fails with
+// in_use when another process (or another Store in this process) holds dir, and with
+// format_unsupported when dir was written with a key layout this build does not know.
 func Open(dir string, opts Options) (*Store, error) {
 	fs := opts.FS
 	if fs == nil {
@@ -121,9 +130,52 @@ func Open(dir string, opts Options) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
+	if opts.ReadOnly {
+		return openReadOnly(dir, fs, now, opts)
+	}
+	unhold, err := holdDir(dir, fs)
+	if err != nil {
+		return nil, err
+	}
+	s, err := openReadWrite(dir, fs, now, opts)
+	if err != nil {
+		unhold()
+		return nil, err
+	}
+	s.unhold = unhold
+	return s, nil
+}
+
+func openReadWrite(dir string, fs vfs.FS, now func() time.Time, opts Options) (*Store, error) {
 	if err := fs.MkdirAll(dir, 0o700); err != nil {
 		return nil, errorf(CodeIO, err, "create %s", dir)
 	}
+	lock, err := lockDir(dir, fs)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, fs: fs, lock: lock, now: now, repl: opts.Replicator, corrupted: make(chan struct{})}
+	wfs := &walFS{FS: fs}
+	po := s.pebbleOptions(wfs, opts)
+	wfs.rotated = int64(po.MemTableSize)
+	if wfs.rotated == 0 {
+		wfs.rotated = 4 << 20 // Pebble's default MemTableSize
+	}
+	if err := s.openDB(po); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if err := s.checkFormat(); err != nil {
+		s.db.Close()
+		lock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// lockDir takes the lock of dir through fs: Pebble's LOCK file, which a read-only
+// Store's fs locks shared (readonly.go).
+func lockDir(dir string, fs vfs.FS) (*pebble.Lock, error) {
 	lock, err := pebble.LockDirectory(dir, fs)
 	if err != nil {
 		if lockContended(err) {
@@ -131,11 +183,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, errorf(CodeIO, err, "lock %s", dir)
 	}
-	s := &Store{dir: dir, fs: fs, lock: lock, now: now, repl: opts.Replicator, corrupted: make(chan struct{})}
-	wfs := &walFS{FS: fs}
+	return lock, nil
+}
+
+// pebbleOptions are the Pebble options of s, on the file system fs, with s.lock.
+func (s *Store) pebbleOptions(fs vfs.FS, opts Options) *pebble.Options {
 	po := &pebble.Options{
-		FS:                 wfs, // WAL syncs overwrite instead of growing (walfs.go)
-		Lock:               lock,
+		FS:                 fs,
+		Lock:               s.lock,
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{s: s, logf: opts.Logf},
 		// Pebble's default answer to corruption is a fatal log call, which would end
@@ -163,27 +218,22 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.tune != nil {
 		opts.tune(po)
 	}
-	wfs.rotated = int64(po.MemTableSize)
-	if wfs.rotated == 0 {
-		wfs.rotated = 4 << 20 // Pebble's default MemTableSize
-	}
-	db, err := openPebble(dir, po)
+	return po
+}
+
+// openDB opens Pebble in s.dir with po and makes s read from it.
+func (s *Store) openDB(po *pebble.Options) error {
+	db, err := openPebble(s.dir, po)
 	if err != nil {
-		lock.Close()
 		var se *Error
 		if errors.As(err, &se) {
-			return nil, err
+			return err
 		}
-		return nil, readErr(err, "open %s", dir)
+		return readErr(err, "open %s", s.dir)
 	}
 	s.db = db
 	s.reader = reader{r: db, enter: s.enterRead}
-	if err := s.checkFormat(); err != nil {
-		db.Close()
-		lock.Close()
-		return nil, err
-	}
-	return s, nil
+	return nil
 }
 
 // lockContended tells a lock held elsewhere (EAGAIN/EACCES from fcntl, or Pebble's
@@ -211,7 +261,8 @@ func openPebble(dir string, po *pebble.Options) (db *pebble.DB, err error) {
 	return pebble.Open(dir, po)
 }
 
-// checkFormat initialises an empty store and refuses a layout it does not know.
+// checkFormat initialises an empty store (a read-only one stays empty, without a
+// format version) and refuses a layout it does not know.
 func (s *Store) checkFormat() error {
 	v, closer, err := s.db.Get(formatKey())
 	switch {
@@ -224,6 +275,9 @@ func (s *Store) checkFormat() error {
 		it.Close()
 		if !empty {
 			return errorf(CodeFormatUnsupported, nil, "%s holds data without a format version", s.dir)
+		}
+		if s.readOnly {
+			return nil
 		}
 		b := s.db.NewBatch()
 		defer b.Close()
@@ -246,6 +300,10 @@ func (s *Store) checkFormat() error {
 // Dir returns the directory the store was opened in.
 func (s *Store) Dir() string { return s.dir }
 
+// ReadOnly reports whether the store was opened read-only (Options.ReadOnly): every
+// write fails with read_only.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
 // Close waits for operations in flight, then closes the store and releases the
 // directory. Closing syncs the WAL, so deferred writes are durable after a Close that
 // returns nil. Closing twice is a no-op.
@@ -263,8 +321,13 @@ func (s *Store) Close() error {
 	// After a failed write Pebble's commit pipeline may hold its own locks forever,
 	// so its Close could block: the instance is abandoned as if the process had
 	// crashed, which is what reopening recovers from.
-	if lerr := s.lock.Close(); err == nil {
-		err = lerr
+	if s.lock != nil {
+		if lerr := s.lock.Close(); err == nil {
+			err = lerr
+		}
+	}
+	if s.unhold != nil {
+		s.unhold()
 	}
 	if err != nil {
 		return errorf(CodeIO, err, "close")
@@ -278,7 +341,18 @@ func (s *Store) enterUpdate(ctx context.Context) (release func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, errorf(CodeCanceled, err, "update not submitted")
 	}
+	if err := s.writable(); err != nil {
+		return nil, err
+	}
 	return s.enterRead()
+}
+
+// writable refuses a write on a read-only store, before anything is staged.
+func (s *Store) writable() error {
+	if s.readOnly {
+		return errorf(CodeReadOnly, nil, "%s is open read-only; nothing was written", s.dir)
+	}
+	return nil
 }
 
 func (s *Store) enterRead() (func(), error) {
