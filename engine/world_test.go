@@ -40,6 +40,8 @@ type world struct {
 	jit    *tools.JIT
 	cfg    engine.Config
 	router syscalls.RouterConfig
+	// readOnly opens the store read-only (store.Options.ReadOnly).
+	readOnly bool
 }
 
 func newWorld(t testing.TB, cfg engine.Config, rc syscalls.RouterConfig) *world {
@@ -52,7 +54,7 @@ func newWorld(t testing.TB, cfg engine.Config, rc syscalls.RouterConfig) *world 
 // open (re)opens the store and the kernel on w.dir.
 func (w *world) open(t testing.TB) {
 	t.Helper()
-	st, err := store.Open(w.dir, store.Options{})
+	st, err := store.Open(w.dir, store.Options{ReadOnly: w.readOnly})
 	if err != nil {
 		t.Fatal(err)
 	}
