@@ -213,7 +213,7 @@ default image (or --image), in a throwaway store.`,
 				if cmd.Flags().Changed("projection") || image != "" {
 					return usageErr("--projection and --image apply only without PID: they shape a fresh process")
 				}
-				return withSystem(cmd.Context(), e, restore, func(sys *system) error { return show(sys, args[0]) })
+				return withSystem(cmd.Context(), e, readTools, func(sys *system) error { return show(sys, args[0]) })
 			}
 			return withScratch(cmd.Context(), e, func(sys *system) error {
 				pid, err := sys.spawnImage(cmd.Context(), image, proj)

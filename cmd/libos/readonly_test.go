@@ -118,6 +118,8 @@ func readOnlyCommands(pid string) [][]string {
 		{"events", pid},
 		{"events", pid, "--verify"},
 		{"candidates", pid},
+		{"tools", pid}, // installs the JIT tools of pid, in memory only
+		{"tools", pid, "--format", "openai"},
 		{"bindings", pid},
 		{"approvals"},
 		{"approvals", pid},
@@ -125,8 +127,8 @@ func readOnlyCommands(pid string) [][]string {
 	}
 }
 
-// "A command that only reads the store (ps, events, candidates, bindings, approvals,
-// the completion of PIDs) writes nothing into its directory: the files, their sizes,
+// "A command that only reads the store (ps, events, candidates, tools PID, bindings,
+// approvals, the completion of PIDs) writes nothing into its directory: the files, their sizes,
 // contents and modification times and the directory's own time are as they were, the
 // store's acknowledged records, still in the WAL the demo left unflushed, are shown,
 // and the output is the same every time."
@@ -156,7 +158,7 @@ func TestReadOnlyCommandsLeaveTheStoreAsItWas(t *testing.T) {
 		}
 	}
 	if !strings.Contains(first["ps"], pid) || !strings.Contains(first["__complete events "], pid) ||
-		!strings.Contains(first["events "+pid], "tool_result") {
+		!strings.Contains(first["events "+pid], "tool_result") || !strings.Contains(first["tools "+pid], `"same_value"`) {
 		t.Fatalf("the records are not shown:\n%s\n%s", first["ps"], first["events "+pid])
 	}
 }

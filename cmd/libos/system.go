@@ -30,9 +30,13 @@ type access int
 const (
 	// readOnly opens the store read-only: the command writes nothing into it.
 	readOnly access = iota
+	// readTools is readOnly with the JIT tools of restored processes installed, in
+	// memory only (a read-only store records no rehydration), for 'libos tools PID'.
+	readTools
 	// restore installs the JIT tools of restored processes again, as readWrite does, for
-	// a command that lists tools or changes the store but runs no tool (the operator's
-	// commands, 'libos tools'): like readOnly, it never needs the sandbox's guest.
+	// a command that changes the store but runs no tool (the operator's commands, and
+	// 'libos tools' and 'libos diagnose' on a scratch store): like readOnly, it never
+	// needs the sandbox's guest.
 	restore
 	readWrite
 )
@@ -105,17 +109,17 @@ func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
 // openSystem opens the libOS on the store in dir. The kernel restores the store's
 // processes; in readWrite and restore modes their registered JIT tools are installed
 // again too (recorded as tools_changed events with change "rehydrated"), so that calls
-// can reach them. In readOnly mode the store is opened read-only (los.Options.ReadOnly):
-// nothing in dir is written, created or removed, Pebble's own files included, so the
-// command works on a read-only file system or a backup and leaves it byte for byte as
-// it was; a missing dir is an empty store and is not created. Only readWrite compiles
-// the sandbox's guest at once.
+// can reach them. In readOnly and readTools modes the store is opened read-only
+// (los.Options.ReadOnly): nothing in dir is written, created or removed, Pebble's own
+// files included, so the command works on a read-only file system or a backup and
+// leaves it byte for byte as it was; a missing dir is an empty store and is not
+// created. Only readWrite compiles the sandbox's guest at once.
 func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, error) {
 	ls, err := retryWithoutCache(e, func(cacheDir string) (*los.System, error) {
 		// Only readWrite runs tools; otherwise the sandbox's guest is compiled (read
 		// from the cache) only if a call does need it after all.
 		return los.Open(ctx, dir, los.Options{CacheDir: cacheDir, SkipJITRestore: mode == readOnly, LazySandbox: mode != readWrite,
-			ReadOnly: mode == readOnly, Cluster: e.cluster})
+			ReadOnly: mode == readOnly || mode == readTools, Cluster: e.cluster})
 	})
 	if err != nil {
 		if errors.Is(err, los.ErrStoreInUse) {
