@@ -83,10 +83,13 @@
 // before Pebble's WAL writer is woken (RATIONALE.md). After any
 // failed write the Store refuses further operations with an io error; reopening
 // recovers exactly what was acknowledged (and possibly whole unacknowledged batches).
-// A second Open of a directory in use fails with in_use. Errors are *Error values
-// with a stable Code (not_found, in_use, format_unsupported, conflict, io, invalid,
-// closed, corrupt, limit_exceeded, canceled); verification failures are
-// *VerifyError{PID, Seq}, which matches ErrCorrupt.
+// A second Open of a directory in use fails with in_use. Open with Options.ReadOnly
+// changes nothing in the directory, Pebble's own files included (it replays the WAL in
+// memory), and does not create a missing one; read-only Stores of different
+// processes share the directory, and a writer excludes them (readonly.go). Errors are
+// *Error values with a stable Code (not_found, in_use, format_unsupported, conflict,
+// io, invalid, closed, corrupt, limit_exceeded, canceled, read_only); verification
+// failures are *VerifyError{PID, Seq}, which matches ErrCorrupt.
 //
 // Candidates, bindings, results, approvals, checkpoints, budgets and kv entries are
 // keyed under their owner PID, so a lookup with another PID is an ordinary not_found
