@@ -1,0 +1,76 @@
+package prestart
+
+import (
+	"os"
+	"strings"
+
+	"github.com/agentlibos/libos/wasm"
+)
+
+// Started records whether this process prestarted the sandbox. It is a variable
+// initialiser rather than an init function so that it runs at this package's own turn
+// in the initialisation order.
+var Started = start(os.Args[1:])
+
+func start(args []string) bool {
+	cfg, ok := plan(args)
+	if ok {
+		wasm.Prestart(cfg)
+	}
+	return ok
+}
+
+// rootValueFlags are the libos command's persistent flags that take a value (root.go):
+// their value is never the command's name.
+var rootValueFlags = map[string]bool{"--data": true, "--log-format": true, "--log-level": true, "--cache-dir": true}
+
+// plan reads the command line (without the program name) and returns the engine 'libos
+// validate' will ask for, or false for any other command, for help, and for a command
+// line it cannot read.
+func plan(args []string) (wasm.Config, bool) {
+	command := ""
+	cacheDir := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			if command == "" {
+				return wasm.Config{}, false
+			}
+			i = len(args) // the rest are candidate files
+		case a == "-h" || a == "--help" || strings.HasPrefix(a, "--help="):
+			return wasm.Config{}, false
+		case strings.HasPrefix(a, "--") && strings.Contains(a, "=") && rootValueFlags[a[:strings.Index(a, "=")]]:
+			if name, value, _ := strings.Cut(a, "="); name == "--cache-dir" {
+				cacheDir = value
+			}
+		case rootValueFlags[a]:
+			if i+1 >= len(args) {
+				return wasm.Config{}, false
+			}
+			i++
+			if a == "--cache-dir" {
+				cacheDir = args[i]
+			}
+		case strings.HasPrefix(a, "-"):
+			// Another flag: before the command it is one the command line cannot have
+			// (cobra refuses it); after it, the command's own.
+			if command == "" {
+				return wasm.Config{}, false
+			}
+		case command == "":
+			command = a
+			if command != "validate" {
+				return wasm.Config{}, false
+			}
+		}
+	}
+	if command != "validate" {
+		return wasm.Config{}, false
+	}
+	if cacheDir == "" {
+		// As the command does: the default directory, else no cache (compile in memory).
+		cacheDir, _ = wasm.DefaultCacheDir()
+	}
+	return wasm.Config{CacheDir: cacheDir}, true
+}
