@@ -215,6 +215,10 @@ func newSandbox(ctx context.Context, cfg wasm.Config) (*wasm.Engine, error) {
 // System), never through the store directly.
 func (s *System) Store() *store.Store { return s.st }
 
+// SandboxPrestarted reports whether the System's sandbox is the one wasm.Prestart
+// started (package wasm), which the libos command does while it initialises.
+func (s *System) SandboxPrestarted() bool { return s.sandbox != nil && s.sandbox.Prestarted() }
+
 // Dir is the store's directory.
 func (s *System) Dir() string { return s.dir }
 

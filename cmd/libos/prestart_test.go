@@ -6,13 +6,12 @@ import (
 	"testing"
 )
 
-const prestartedLine = "the sandbox was started while the program initialised"
-
-// Package prestart: "for 'libos validate' it calls wasm.Prestart with the engine that
-// command's validator asks for", and "the validator takes the prestarted engine only
-// when it asks for the same one". A validate of one file, with the default cache
-// directory and with --cache-dir, runs on the prestarted sandbox (its debug line says
-// so) and passes.
+// Package prestart: "for those commands it calls wasm.Prestart with the engine the
+// command asks for", and "the command takes the prestarted engine only when it asks for
+// the same one". A validate of one file, with the default cache directory and with
+// --cache-dir, and a serve that opens a store, run on the prestarted sandbox (their
+// debug line says so); the validation passes and the server stops at the end of its
+// input. (That the other commands prestart nothing is TestPlan's, in package prestart.)
 func TestValidateRunsOnThePrestartedSandbox(t *testing.T) {
 	cand := filepath.Join(repoRoot(t), "testdata", "candidates", "good_sum_exact.json")
 	for _, args := range [][]string{
@@ -23,9 +22,14 @@ func TestValidateRunsOnThePrestartedSandbox(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("libos %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
 		}
-		if !strings.Contains(r.stderr, prestartedLine) {
+		if !strings.Contains(r.stderr, prestartedSandbox) {
 			t.Errorf("libos %v did not run on the prestarted sandbox; stderr:\n%s", args, r.stderr)
 		}
+	}
+	data := filepath.Join(t.TempDir(), "store")
+	r := libos(t, "", "--log-level", "debug", "serve", "--data", data)
+	if r.code != 0 || !strings.Contains(r.stderr, prestartedSandbox) {
+		t.Errorf("libos serve: exit %d, and its sandbox was not the prestarted one; stderr:\n%s", r.code, r.stderr)
 	}
 }
 

@@ -240,7 +240,7 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 		}
 		defer v.Close()
 		if v.Prestarted() {
-			e.log.Debug("the sandbox was started while the program initialised")
+			e.log.Debug(prestartedSandbox)
 		}
 		run = func(ctx context.Context, c los.Candidate, _ []byte) (los.Report, string, string, error) {
 			return v.ValidateCandidate(ctx, c), "", "", nil

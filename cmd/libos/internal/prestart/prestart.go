@@ -24,9 +24,16 @@ func start(args []string) bool {
 // their value is never the command's name.
 var rootValueFlags = map[string]bool{"--data": true, "--log-format": true, "--log-level": true, "--cache-dir": true}
 
-// plan reads the command line (without the program name) and returns the engine 'libos
-// validate' will ask for, or false for any other command, for help, and for a command
-// line it cannot read.
+// eager are the commands that start the sandbox as they open, before they run anything:
+// validate and test through the validator (NewValidator), serve, call, demo and agent
+// through a System opened read-write (los.Open), replay through a sandbox of its own
+// (newSandbox). Each asks for the engine of the compilation cache directory with the
+// default memory cap, compiled at once. The others start none, or a lazy one.
+var eager = map[string]bool{"validate": true, "test": true, "serve": true, "call": true, "demo": true, "agent": true, "replay": true}
+
+// plan reads the command line (without the program name) and returns the engine the
+// command will ask for, or false for a command that starts no sandbox at once (eager),
+// for help, and for a command line it cannot read.
 func plan(args []string) (wasm.Config, bool) {
 	command := ""
 	cacheDir := ""
@@ -60,12 +67,12 @@ func plan(args []string) (wasm.Config, bool) {
 			}
 		case command == "":
 			command = a
-			if command != "validate" {
+			if !eager[command] {
 				return wasm.Config{}, false
 			}
 		}
 	}
-	if command != "validate" {
+	if !eager[command] {
 		return wasm.Config{}, false
 	}
 	if cacheDir == "" {

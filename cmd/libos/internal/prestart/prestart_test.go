@@ -7,9 +7,9 @@ import (
 	"github.com/agentlibos/libos/wasm"
 )
 
-// "for 'libos validate' it calls wasm.Prestart with the engine that command's
-// validator asks for (the compilation cache directory of --cache-dir, else the default
-// one) ... --help, -h and a command line it does not understand start nothing": plan
+// "for those commands it calls wasm.Prestart with the engine the command asks for (the
+// compilation cache directory of --cache-dir, else the default one ...) ... The other
+// commands, --help, -h and a command line it does not understand start nothing": plan
 // finds the command after the root's flags, in both spellings of a flag with a value,
 // takes the last --cache-dir wherever it stands, and gives up on everything else.
 func TestPlan(t *testing.T) {
@@ -31,8 +31,18 @@ func TestPlan(t *testing.T) {
 		{"validate --cache-dir= c.json", def, true},
 		{"validate -- --cache-dir", def, true},
 		{"--data validate ps", "", false}, // "validate" is --data's value
+		{"serve --http :8080", def, true},
+		{"--cache-dir /c call pid_x echo {}", "/c", true},
+		{"test t.json", def, true},
+		{"demo", def, true},
+		{"agent --cache-dir=/c hello", "/c", true},
+		{"replay pid_x --all", def, true},
 		{"ps", "", false},
-		{"serve --http :8080", "", false},
+		{"events pid_x", "", false},
+		{"tools", "", false},
+		{"diagnose", "", false},
+		{"cache warm", "", false},
+		{"tape pid_x call_1", "", false},
 		{"", "", false},
 		{"validate --help", "", false},
 		{"validate -h c.json", "", false},
