@@ -8,9 +8,10 @@ import (
 	"sync"
 )
 
-// Prestart makes the engine NewEngine(cfg) would make, and its first instance
-// (Prepare), on a goroutine of its own, for a program that knows which engine it will
-// ask for before it is ready to ask: the libos command knows it from its arguments
+// Prestart makes the engine NewEngine(cfg) would make, and with prepare its first
+// instance too (Prepare: for a program that runs a call at once; a server that waits for
+// its first call keeps its idle memory smaller without), on a goroutine of its own, for
+// a program that knows which engine it will ask for before it is ready to ask: the libos command knows it from its arguments
 // while its packages are still initialising, and the guest's load then overlaps that
 // initialisation on another core instead of following it.
 //
@@ -22,7 +23,7 @@ import (
 // closed. An engine nobody takes lives until the process ends. A cache directory that
 // CheckCacheDir refuses is not prestarted. Prestart works once per process; later
 // calls do nothing.
-func Prestart(cfg Config) { pre.start(cfg) }
+func Prestart(cfg Config, prepare bool) { pre.start(cfg, prepare) }
 
 // pre is the process's Prestart, which NewEngine looks at.
 var pre = new(prestarter)
@@ -38,7 +39,7 @@ type prestarter struct {
 	e       *Engine
 }
 
-func (p *prestarter) start(cfg Config) {
+func (p *prestarter) start(cfg Config, prepare bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done != nil {
@@ -57,9 +58,11 @@ func (p *prestarter) start(cfg Config) {
 		if err != nil {
 			return
 		}
-		if err := e.Prepare(ctx); err != nil {
-			e.Close(ctx)
-			return
+		if prepare {
+			if err := e.Prepare(ctx); err != nil {
+				e.Close(ctx)
+				return
+			}
 		}
 		p.e = e
 	}()

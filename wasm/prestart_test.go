@@ -19,14 +19,15 @@ func closedEngine(e *Engine) bool {
 // matches ... it takes that engine instead of making one ... the PoolSize is the
 // caller's": the engine NewEngine returns is the prestarted one, already prepared (an
 // idle instance waits), keeping no more idle instances than the caller's PoolSize, and
-// it runs calls; the NewEngine after it makes an engine of its own.
+// it runs calls; the NewEngine after it makes an engine of its own. Without prepare
+// ("a server that waits for its first call") it has no instance yet.
 func TestNewEngineTakesThePrestartedEngine(t *testing.T) {
 	saved := pre
 	pre = new(prestarter)
 	t.Cleanup(func() { pre = saved })
 	dir := t.TempDir()
-	Prestart(Config{CacheDir: dir, PoolSize: 4})
-	Prestart(Config{CacheDir: t.TempDir()}) // works once per process: ignored
+	Prestart(Config{CacheDir: dir, PoolSize: 4}, true)
+	Prestart(Config{CacheDir: t.TempDir()}, false) // works once per process: ignored
 	e := newHostTestEngine(t, Config{CacheDir: dir, PoolSize: 1})
 	if e != pre.e || !e.Prestarted() {
 		t.Fatal("NewEngine with the prestarted Config made an engine of its own")
@@ -41,6 +42,15 @@ func TestNewEngineTakesThePrestartedEngine(t *testing.T) {
 	if again := newHostTestEngine(t, Config{CacheDir: dir, PoolSize: 1}); again == e || again.Prestarted() {
 		t.Error("a second NewEngine got the prestarted engine too")
 	}
+
+	// Without prepare the engine is compiled and has no instance yet.
+	pre = new(prestarter)
+	Prestart(Config{CacheDir: dir}, false)
+	e = newHostTestEngine(t, Config{CacheDir: dir})
+	if !e.Prestarted() || e.compiled == nil || len(e.idle) != 0 {
+		t.Errorf("prestarted without prepare: prestarted %v, compiled %v, %d idle instances; want true, true, 0", e.Prestarted(), e.compiled != nil, len(e.idle))
+	}
+	checkHealthy(t, e)
 }
 
 // "When it does not match ... it makes its own engine, as without Prestart ... the
@@ -56,7 +66,7 @@ func TestNewEngineWithAnotherConfigClosesThePrestartedEngine(t *testing.T) {
 		{CacheDir: dir, Lazy: true},
 	} {
 		pre = new(prestarter)
-		Prestart(Config{CacheDir: dir})
+		Prestart(Config{CacheDir: dir}, false)
 		e := newHostTestEngine(t, other)
 		<-pre.done
 		if pre.e == nil {
@@ -92,7 +102,7 @@ func TestAFailedPrestartLeavesNewEngineItsOwnError(t *testing.T) {
 		t.Fatal("NewEngine started on a cache directory under a regular file")
 	}
 	pre = new(prestarter)
-	Prestart(Config{CacheDir: bad})
+	Prestart(Config{CacheDir: bad}, true)
 	<-pre.done
 	if pre.e != nil {
 		t.Fatal("Prestart started an engine on a cache directory CheckCacheDir refuses")
