@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"time"
 
@@ -100,11 +99,11 @@ var ErrReadOnly = store.ErrReadOnly
 // DefaultCacheDir is the compilation cache the libos command uses: libos/wazero in the
 // user's cache directory ($XDG_CACHE_HOME, ~/.cache, %LocalAppData%, ~/Library/Caches).
 func DefaultCacheDir() (string, error) {
-	dir, err := os.UserCacheDir()
+	dir, err := wasm.DefaultCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("libos: no user cache directory: %w", err)
 	}
-	return filepath.Join(dir, "libos", "wazero"), nil
+	return dir, nil
 }
 
 // DefaultDir is the store directory the libos command uses: $LIBOS_DATA, else
@@ -217,7 +216,7 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 // newSandbox starts the sandbox; a cache directory that cannot be used is ErrCache.
 func newSandbox(ctx context.Context, cfg wasm.Config) (*wasm.Engine, error) {
 	if cfg.CacheDir != "" {
-		if err := usableDir(cfg.CacheDir); err != nil {
+		if err := wasm.CheckCacheDir(cfg.CacheDir); err != nil {
 			return nil, liberr.Wrap("libos", CodeCacheUnusable, err, "the compilation cache directory is unusable: %v", err)
 		}
 	}
@@ -228,26 +227,15 @@ func newSandbox(ctx context.Context, cfg wasm.Config) (*wasm.Engine, error) {
 	return sb, nil
 }
 
-// usableDir makes dir if missing and proves a file can be written in it: wazero writes
-// the cache after compiling, and a cache it cannot write would cost every run a full
-// compilation without a word.
-func usableDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".probe-*")
-	if err != nil {
-		return err
-	}
-	f.Close()
-	return os.Remove(f.Name())
-}
-
 // Store is the durable store the System owns, for components that keep their own
 // records in a process's event log beside the kernel's (the agent loop's Log). It is
 // closed by Close. Processes, tools and calls go through the kernel (the methods of
 // System), never through the store directly.
 func (s *System) Store() *store.Store { return s.st }
+
+// SandboxPrestarted reports whether the System's sandbox is the one wasm.Prestart
+// started (package wasm), which the libos command does while it initialises.
+func (s *System) SandboxPrestarted() bool { return s.sandbox != nil && s.sandbox.Prestarted() }
 
 // Dir is the store's directory.
 func (s *System) Dir() string { return s.dir }

@@ -87,6 +87,10 @@ func (v *Validator) ValidateCandidate(ctx context.Context, c Candidate) Report {
 	return v.v.Validate(ctx, c)
 }
 
+// Prestarted reports whether the validator's sandbox is the one wasm.Prestart started
+// (package wasm), which the libos command does while it initialises.
+func (v *Validator) Prestarted() bool { return v.sandbox.Prestarted() }
+
 // Close stops the sandbox.
 func (v *Validator) Close() error {
 	return v.sandbox.Close(context.Background())

@@ -26,6 +26,20 @@ func (r *reader) begin() (func(), error) {
 	return r.enter()
 }
 
+// view returns a reader whose reads all see the store as of one moment, and the
+// function that releases it: a Pebble snapshot when r reads the database, r itself
+// inside a Tx (whose reads no other write can interleave). A method whose check spans
+// several reads (an index and what it points to, a head and the log it ends) reads
+// through it, so that a write committed between two of its reads cannot look like
+// corruption.
+func (r *reader) view() (*reader, func()) {
+	if db, ok := r.r.(*pebble.DB); ok {
+		snap := db.NewSnapshot()
+		return &reader{r: snap}, func() { snap.Close() }
+	}
+	return r, func() {}
+}
+
 // get returns a copy of the value at k, or a not_found error.
 func (r *reader) get(k []byte, what string) ([]byte, error) {
 	v, closer, err := r.r.Get(k)
@@ -210,7 +224,8 @@ func seqOf(k []byte) uint64 {
 // dense from 1, that each event's prev_hash is the previous event's hash, that each
 // hash matches the event's content, and that the chain ends at the recorded head.
 // The first violation is returned as a corrupt error wrapping a *VerifyError
-// that carries its Seq.
+// that carries its Seq. The head and the events are read as of one moment (view), so
+// a log that grows meanwhile verifies.
 func (r *reader) Verify(pid string) error {
 	if err := checkID("pid", pid); err != nil {
 		return err
@@ -220,6 +235,8 @@ func (r *reader) Verify(pid string) error {
 		return err
 	}
 	defer release()
+	r, done := r.view()
+	defer done()
 	head, err := r.head(pid)
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
@@ -298,6 +315,9 @@ func (r *reader) Unsettled(pid string) ([]Event, error) {
 		return nil, err
 	}
 	defer release()
+	// The index and the events it points to, as of one moment (view).
+	r, done := r.view()
+	defer done()
 	var seqs []uint64
 	err = r.scan(prefix(tOpen, pid), prefix(tOpen, pid), 0, func(k, v []byte) (bool, error) {
 		if len(v) != 8 {

@@ -65,6 +65,8 @@ type Config struct {
 	// guest replaces the embedded guest: benchmarks load the build's uninstrumented
 	// module to measure what the fuel costs. Only tests set it.
 	guest []byte
+	// prestarting marks the NewEngine that Prestart runs, which must not wait for itself.
+	prestarting bool
 }
 
 // Engine runs JavaScript programs in the QuickJS guest. The guest is compiled once, when
@@ -120,6 +122,9 @@ type Engine struct {
 	snapDir    string
 	snapKey    snapKey
 	snapLoaded bool
+
+	// prestarted is set when NewEngine took the engine from Prestart (prestart.go).
+	prestarted bool
 }
 
 // NewEngine compiles the guest and prepares the host imports. It does not instantiate
@@ -132,14 +137,13 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if maxMem < minMaxMemory || maxMem > maxMaxMemory {
 		return nil, fmt.Errorf("wasm: Config.MaxMemory %d out of range [%d, %d]", cfg.MaxMemory, minMaxMemory, int64(maxMaxMemory))
 	}
+	if !cfg.prestarting {
+		if e := pre.take(cfg); e != nil {
+			return e, nil
+		}
+	}
 	pages := uint32(maxMem / pageSize)
-	poolSize := cfg.PoolSize
-	if poolSize == 0 {
-		poolSize = runtime.GOMAXPROCS(0)
-	}
-	if poolSize < 0 {
-		poolSize = 0
-	}
+	poolSize := poolSizeFor(cfg.PoolSize)
 
 	rc := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(pages).

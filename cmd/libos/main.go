@@ -10,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 
+	// Starts the sandbox of 'libos validate' while the other packages initialise
+	// (package prestart).
+	_ "github.com/agentlibos/libos/cmd/libos/internal/prestart"
 	"github.com/agentlibos/libos/store"
 )
 

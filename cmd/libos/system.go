@@ -89,6 +89,10 @@ func retryWithoutCache[T any](e *env, open func(cacheDir string) (T, error)) (T,
 	return v, err
 }
 
+// prestartedSandbox is the debug line of a command whose sandbox package prestart
+// started while the program initialised.
+const prestartedSandbox = "the sandbox was started while the program initialised"
+
 // newSandbox starts a sandbox of its own, with the compilation cache, for the commands
 // that replay journaled calls against a store without a kernel (tape.go).
 func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
@@ -102,6 +106,9 @@ func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
 	})
 	if err != nil {
 		return nil, usageErr("cannot start the sandbox: %v", err)
+	}
+	if sb.Prestarted() {
+		e.log.Debug(prestartedSandbox)
 	}
 	return sb, nil
 }
@@ -128,6 +135,9 @@ func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, 
 		return nil, usageErr("%v", err)
 	}
 	sys := &system{System: ls, k: ls.Kernel, dir: dir}
+	if ls.SandboxPrestarted() {
+		e.log.Debug(prestartedSandbox)
+	}
 	for _, u := range ls.UnknownSettlements() {
 		e.log.Warn("a tool call was not settled before the last stop; its effects are unknown and it was not retried",
 			"pid", u.PID, "call_id", u.CallID, "tool", u.Tool, "seq", u.Seq)

@@ -239,6 +239,9 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 			return usageErr("cannot start the sandbox: %v", err)
 		}
 		defer v.Close()
+		if v.Prestarted() {
+			e.log.Debug(prestartedSandbox)
+		}
 		run = func(ctx context.Context, c los.Candidate, _ []byte) (los.Report, string, string, error) {
 			return v.ValidateCandidate(ctx, c), "", "", nil
 		}

@@ -5,6 +5,12 @@
 // there the snapshot of the guest's prepared state (wasm/snapfile.go), so the seed carries
 // that file too and the first run does not prepare the state either.
 //
+// The entries travel as one embedded file, data/seed.pack (seed.go has its format), so
+// that each entry is one range of the executable: on Linux the kernel copies it from the
+// executable's file into the cache directory (copy_linux.go) and the process never maps
+// those 4 MB into its memory; elsewhere, or when that copy cannot be made, they are
+// written from memory.
+//
 // It owns only those entries and their installation; it must not decide anything about
 // the guest. The entries come from 'make build' (scripts/build-seeded.sh runs 'libos cache
 // warm' with the unseeded binary and embeds what it wrote, under the build tag

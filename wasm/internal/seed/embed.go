@@ -2,14 +2,10 @@
 
 package seed
 
-import (
-	"embed"
-	"io/fs"
-)
+import _ "embed"
 
-//go:embed all:data
-var data embed.FS
-
-// embedded is the data directory that scripts/build-seeded.sh fills before building
-// with the tag libos_seed.
-var embedded, _ = fs.Sub(data, "data")
+// packed is the seed that scripts/build-seeded.sh writes to data/seed.pack before
+// building with the tag libos_seed.
+//
+//go:embed data/seed.pack
+var packed string

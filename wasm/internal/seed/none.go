@@ -2,7 +2,5 @@
 
 package seed
 
-import "io/fs"
-
-// embedded is nil without the build tag libos_seed: no seed.
-var embedded fs.FS
+// packed is empty without the build tag libos_seed: no seed.
+var packed string
