@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentlibos/libos"
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/mcpserver"
 )
 
@@ -121,6 +122,56 @@ func TestOpenStoreInUse(t *testing.T) {
 	_, err := libos.Open(context.Background(), dir, libos.Options{})
 	if !errors.Is(err, libos.ErrStoreInUse) {
 		t.Fatalf("second Open = %v, want ErrStoreInUse", err)
+	}
+}
+
+// Options.ReadOnly: "Open writes nothing into dir and does not create it; every
+// method that writes fails with an error matching ErrReadOnly; a writable System
+// holding the store makes it fail with ErrStoreInUse, and the other way round; it does
+// not combine with Cluster."
+func TestOpenReadOnly(t *testing.T) {
+	ctx := context.Background()
+	missing := filepath.Join(t.TempDir(), "missing")
+	ro, err := libos.Open(ctx, missing, libos.Options{ReadOnly: true, LazySandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := ro.ListProcesses(); err != nil || len(ps) != 0 {
+		t.Fatalf("ListProcesses of a missing store: %v, %v", ps, err)
+	}
+	img, _ := libos.DefaultImage()
+	if _, err := ro.SpawnImage(ctx, img); !errors.Is(err, libos.ErrReadOnly) {
+		t.Fatalf("SpawnImage on a read-only System: %v, want ErrReadOnly", err)
+	}
+	ro.Close()
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("a read-only Open created the directory: %v", err)
+	}
+
+	dir := t.TempDir()
+	sys := open(t, dir)
+	pid, err := sys.SpawnImage(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := libos.Open(ctx, dir, libos.Options{ReadOnly: true, LazySandbox: true}); !errors.Is(err, libos.ErrStoreInUse) {
+		t.Fatalf("a read-only Open beside a writable System = %v, want ErrStoreInUse", err)
+	}
+	sys.Close()
+	ro, err = libos.Open(ctx, dir, libos.Options{ReadOnly: true, LazySandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ro.Process(pid); err != nil {
+		t.Fatalf("the process is not shown: %v", err)
+	}
+	if _, err := libos.Open(ctx, dir, libos.Options{}); !errors.Is(err, libos.ErrStoreInUse) {
+		t.Fatalf("a writable Open beside a read-only System = %v, want ErrStoreInUse", err)
+	}
+	ro.Close()
+	_, err = libos.Open(ctx, dir, libos.Options{ReadOnly: true, Cluster: &libos.ClusterOptions{}})
+	if liberr.CodeOf(err) != liberr.CodeInvalidConfig {
+		t.Fatalf("ReadOnly with Cluster = %v, want invalid_config", err)
 	}
 }
 
