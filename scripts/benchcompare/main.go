@@ -210,10 +210,7 @@ func (e *env) proc(environ []string, name string, args ...string) (ms, mb float6
 		}
 		return ms, kb / 1024
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		mb = float64(ru.Maxrss) / 1024 // kilobytes on Linux
-	}
-	return ms, mb
+	return ms, peakRSS(cmd.ProcessState)
 }
 
 func run(cfg config) error {
