@@ -80,7 +80,11 @@ guest-profile: $(BUILD)/quickjs/.verified | toolchain
 		$(BUILD)/guest-profile/guestperf -native $(BUILD)/native/qjs-bench -out $(BUILD)/guest-profile $(GUEST_PROFILE_FLAGS); \
 	else echo "guest-profile: no native build to compare with (make native)"; fi
 
+# 'go list -m all' fetches the go.mod file of every module in the graph, which 'go test'
+# alone does not: internal/modtest builds a module that requires this one with the proxy
+# off, and a dependency's graph includes modules this one never builds.
 test:
+	$(GO) list -m all >/dev/null
 	$(GO) test -race -timeout 20m $(GOFLAGS_TEST) ./...
 
 # The long suites: every runaway guest under several budgets, four at once, repeated.
