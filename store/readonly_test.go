@@ -1,7 +1,6 @@
 package store
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,35 +11,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentlibos/libos/internal/dirstate"
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// dirState is what a read-only open must leave as it was: every entry of a store
-// directory with its mode, size, modification time and content, and the directory's
-// own mode and time (which a created, renamed or removed file changes).
+// dirState describes a store directory (dirstate.Of): what a read-only open must leave
+// as it was.
 func dirState(t testing.TB, dir string) []string {
 	t.Helper()
-	fi, err := os.Stat(dir)
+	st, err := dirstate.Of(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := []string{fmt.Sprintf(". %v %d", fi.Mode(), fi.ModTime().UnixNano())}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		fi, err := e.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprintf("%s %v %d %d %x", e.Name(), fi.Mode(), fi.Size(), fi.ModTime().UnixNano(), sha256.Sum256(b)))
-	}
-	return out
+	return st
 }
 
 func sameState(t testing.TB, what string, before, after []string) {

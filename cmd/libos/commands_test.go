@@ -90,15 +90,7 @@ func TestDiagnoseDefaultImage(t *testing.T) {
 // execution" — against processes of a store that registered the clock tool.
 func TestDiagnoseJIT(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "store")
-	r := libos(t, "", "demo", "--keep")
-	m := regexp.MustCompile(`the store stays in ([^\s)]+)`).FindStringSubmatch(r.stdout)
-	if r.code != 0 || m == nil {
-		t.Fatalf("demo --keep: %d\n%s", r.code, r.stdout)
-	}
-	t.Cleanup(func() { os.RemoveAll(m[1]) })
-	if err := os.Rename(m[1], data); err != nil {
-		t.Fatal(err)
-	}
+	demoStore(t, data)
 	ps := libos(t, "", "ps", "--json", "--data", data)
 	var procs []struct {
 		PID          string   `json:"pid"`
@@ -207,16 +199,7 @@ func TestInspectCommands(t *testing.T) {
 	}
 
 	// A process, a call, its events.
-	r = libos(t, "", "demo", "--keep")
-	m := regexp.MustCompile(`the store stays in ([^\s)]+)`).FindStringSubmatch(r.stdout)
-	if m == nil {
-		t.Fatal(r.stdout)
-	}
-	t.Cleanup(func() { os.RemoveAll(m[1]) })
-	if err := os.Rename(m[1], data); err != nil {
-		t.Fatal(err)
-	}
-	pid := regexp.MustCompile(`pid (pid_[0-9a-f]{32})`).FindStringSubmatch(r.stdout)[1]
+	pid := demoStore(t, data)
 	r = libos(t, "", "call", pid, "echo", `{"n":9007199254740993}`, "--data", data)
 	if r.code != 0 || r.stdout != "{\"n\":9007199254740993}\n" {
 		t.Errorf("call echo: %d %q %s", r.code, r.stdout, r.stderr)

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentlibos/libos/internal/dirstate"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -27,16 +26,7 @@ import (
 func TestCommandsThatRunNoToolDoNotCompileTheSandbox(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "store")
 	// A store with a process, made by the demo with the shared cache.
-	r := libos(t, "", "demo", "--keep")
-	m := regexp.MustCompile(`the store stays in ([^\s)]+)`).FindStringSubmatch(r.stdout)
-	if m == nil {
-		t.Fatal(r.stdout)
-	}
-	t.Cleanup(func() { os.RemoveAll(m[1]) })
-	if err := os.Rename(m[1], data); err != nil {
-		t.Fatal(err)
-	}
-	pid := regexp.MustCompile(`pid (pid_[0-9a-f]{32})`).FindStringSubmatch(r.stdout)[1]
+	pid := demoStore(t, data)
 
 	cache := t.TempDir()
 	for _, args := range [][]string{
@@ -65,32 +55,15 @@ func TestCommandsThatRunNoToolDoNotCompileTheSandbox(t *testing.T) {
 	}
 }
 
-// storeState is every entry of the store directory dir with its mode, size,
-// modification time and content digest, and the directory's own mode and time: what
-// a command that only reads must leave as it was.
+// storeState describes the store directory dir (dirstate.Of): what a command that only
+// reads must leave as it was.
 func storeState(t *testing.T, dir string) []string {
 	t.Helper()
-	fi, err := os.Stat(dir)
+	st, err := dirstate.Of(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := []string{fmt.Sprintf(". %v %d", fi.Mode(), fi.ModTime().UnixNano())}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		fi, err := e.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprintf("%s %v %d %d %x", e.Name(), fi.Mode(), fi.Size(), fi.ModTime().UnixNano(), sha256.Sum256(b)))
-	}
-	return out
+	return st
 }
 
 // demoStore is a store the demo made (processes, events, candidates, a registered JIT
@@ -99,8 +72,8 @@ func demoStore(t *testing.T, data string) string {
 	t.Helper()
 	r := libos(t, "", "demo", "--keep")
 	m := regexp.MustCompile(`the store stays in ([^\s)]+)`).FindStringSubmatch(r.stdout)
-	if m == nil {
-		t.Fatal(r.stdout)
+	if r.code != 0 || m == nil {
+		t.Fatalf("demo --keep: %d\n%s", r.code, r.stdout)
 	}
 	t.Cleanup(func() { os.RemoveAll(m[1]) })
 	if err := os.Rename(m[1], data); err != nil {
