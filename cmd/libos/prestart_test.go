@@ -2,8 +2,12 @@ package main
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentlibos/libos/cmd/libos/internal/prestart"
+	"github.com/spf13/pflag"
 )
 
 // Package prestart: "for those commands it calls wasm.Prestart with the engine the
@@ -48,8 +52,30 @@ func TestPrestartInitialisesBeforeTheHeavyLibraries(t *testing.T) {
 		t.Fatalf("inittrace does not list %s; packages: %v", prestartPath, inits)
 	}
 	for _, heavy := range []string{"github.com/santhosh-tekuri/jsonschema/v6", "github.com/nats-io/nats-server/v2/server", "github.com/evanw/esbuild/internal/js_parser"} {
-		if i, ok := at[heavy]; ok && i < pos {
+		i, ok := at[heavy]
+		switch {
+		case !ok:
+			t.Errorf("inittrace does not list %s: the check names a package the binary no longer links", heavy)
+		case i < pos:
 			t.Errorf("%s is initialised before %s", heavy, prestartPath)
 		}
+	}
+}
+
+// plan skips the values of the root command's flags that take one ("--data validate
+// ps" is not validate): its list must be every such flag the root command has, or a
+// command line with a new one would be read wrongly.
+func TestPrestartKnowsTheRootFlagsWithValues(t *testing.T) {
+	var want []string
+	newRoot(&env{}).PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if f.NoOptDefVal == "" { // takes a value
+			want = append(want, "--"+f.Name)
+		}
+	})
+	got := prestart.RootValueFlags()
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("prestart skips the values of %v; the root command's flags with values are %v", got, want)
 	}
 }

@@ -24,6 +24,16 @@ func start(args []string) bool {
 // their value is never the command's name.
 var rootValueFlags = map[string]bool{"--data": true, "--log-format": true, "--log-level": true, "--cache-dir": true}
 
+// RootValueFlags lists the flags plan skips the value of, for the test that holds the
+// list to the root command's.
+func RootValueFlags() []string {
+	out := make([]string, 0, len(rootValueFlags))
+	for f := range rootValueFlags {
+		out = append(out, f)
+	}
+	return out
+}
+
 // eager are the commands that start the sandbox as they open, before they run anything:
 // validate and test through the validator (NewValidator), serve, call, demo and agent
 // through a System opened read-write (los.Open), replay through a sandbox of its own
