@@ -81,12 +81,11 @@ func executableOffset(addr uintptr, n int, dev, ino uint64) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	wantDev := strconv.FormatUint(uint64(unix.Major(dev)), 16) + ":" + strconv.FormatUint(uint64(unix.Minor(dev)), 16)
 	sc := bufio.NewScanner(bytes.NewReader(maps))
 	for sc.Scan() {
 		// start-end perms offset major:minor inode path
 		f := strings.Fields(sc.Text())
-		if len(f) < 6 || f[4] != strconv.FormatUint(ino, 10) || !sameDev(f[3], wantDev) {
+		if len(f) < 6 || f[4] != strconv.FormatUint(ino, 10) || !sameDev(f[3], dev) {
 			continue
 		}
 		lo, hi, ok := strings.Cut(f[0], "-")
@@ -106,14 +105,14 @@ func executableOffset(addr uintptr, n int, dev, ino uint64) (int64, bool) {
 	return 0, false
 }
 
-// sameDev compares a device as /proc/self/maps prints it (hex, at least two digits
-// each) with "major:minor" in hex without padding.
-func sameDev(printed, want string) bool {
+// sameDev reports whether a device as /proc/self/maps prints it ("major:minor" in hex)
+// is dev.
+func sameDev(printed string, dev uint64) bool {
 	maj, min, ok := strings.Cut(printed, ":")
 	if !ok {
 		return false
 	}
 	a, err1 := strconv.ParseUint(maj, 16, 32)
 	b, err2 := strconv.ParseUint(min, 16, 32)
-	return err1 == nil && err2 == nil && strconv.FormatUint(a, 16)+":"+strconv.FormatUint(b, 16) == want
+	return err1 == nil && err2 == nil && uint32(a) == unix.Major(dev) && uint32(b) == unix.Minor(dev)
 }
