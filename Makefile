@@ -85,7 +85,7 @@ guest-profile: $(BUILD)/quickjs/.verified | toolchain
 # off, and a dependency's graph includes modules this one never builds.
 test:
 	$(GO) list -m all >/dev/null
-	$(GO) test -race -timeout 20m $(GOFLAGS_TEST) ./...
+	$(GO) test -race -timeout 30m $(GOFLAGS_TEST) ./...
 
 # The long suites: every runaway guest under several budgets, four at once, repeated.
 # Prints the counts RELIABILITY.md records.

@@ -57,7 +57,7 @@ func goEnv(t *testing.T, extra ...string) (goBin string, env []string) {
 
 func run(t *testing.T, dir string, env []string, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir

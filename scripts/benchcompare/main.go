@@ -102,6 +102,19 @@ func interleave(reps int, a, b func() float64) (as, bs, ratios []float64) {
 	return as, bs, ratios
 }
 
+// procWarmup is how many rounds of each whole-process row run, unrecorded, before its
+// samples: the first runs after a fresh link or a previous row read a colder page cache
+// than the rest, and which row came first decided by how much.
+const procWarmup = 3
+
+// interleaveProc is interleave after procWarmup unrecorded rounds of both sides; reset
+// runs between them, for whatever the jobs record beside their times.
+func interleaveProc(reps int, reset func(), a, b func() float64) (as, bs, ratios []float64) {
+	interleave(procWarmup, a, b)
+	reset()
+	return interleave(reps, a, b)
+}
+
 // interleaveBlocks is interleave for jobs of well under a millisecond next to a process
 // whose work outlives its answer (a Deno Worker is torn down, and V8 collects, on other
 // threads after it posts its result): blocks of per calls alternate between the sides,
@@ -277,13 +290,13 @@ func run(cfg config) error {
 			return ms
 		}
 	}
-	a, b, r := interleave(cfg.reps, procA(e.cache), procB(e.denoDir))
+	resetRSS := func() { rssA, rssB = nil, nil }
+	a, b, r := interleaveProc(cfg.reps, resetRSS, procA(e.cache), procB(e.denoDir))
 	warmRSS := [2]stats{summarize(rssA), summarize(rssB)}
 	say(row{job: "`libos validate one.json`, whole process, warm caches", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r),
 		what:   "exec of `libos validate --cache-dir WARM good_sum_exact.json` (3 tests) vs `deno run --allow-read validator.ts good_sum_exact.json` with a DENO_DIR that already holds the transpiled script; wall time from fork to exit",
 		target: "≤ 0.5×", meets: ratioAtMost(0.5)})
-	rssA, rssB = nil, nil
-	a, b, r = interleave(cfg.reps, procA(""), procB(""))
+	a, b, r = interleaveProc(cfg.reps, resetRSS, procA(""), procB(""))
 	coldRSS := [2]stats{summarize(rssA), summarize(rssB)}
 	say(row{job: "the same, empty caches (a fresh CI runner)", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r),
 		what:   "the same two commands, each repetition with a new empty --cache-dir and a new empty DENO_DIR",
@@ -292,7 +305,7 @@ func run(cfg config) error {
 	// The bare start of each binary.
 	helpA := func() float64 { ms, _ := e.proc(nil, cfg.libos, "--help"); return ms }
 	helpB := func() float64 { ms, _ := e.proc(nil, cfg.deno, "--version"); return ms }
-	a, b, r = interleave(cfg.reps, helpA, helpB)
+	a, b, r = interleaveProc(cfg.reps, func() {}, helpA, helpB)
 	say(row{job: "`libos --help` vs `deno --version`, whole process", unit: "ms", a: summarize(a), b: summarize(b), ratio: median(r),
 		what: "the start of each binary doing nothing: Go runtime and package initialisation (no sandbox) vs Deno's start"})
 
