@@ -5,12 +5,12 @@ package wasm
 // builtGuest records how libos_guest.wasm was built. 'make guest' writes it together with
 // the guest; 'make guest-verify' rebuilds both and compares them byte for byte.
 var builtGuest = GuestInfo{
-	SHA256:         "ae21cf8c4d803a73a00bb4edfd1490c93014b78279448d660b75d759eaf29898",
-	Size:           858261,
+	SHA256:         "18821ebba1a500a30c408406956f9de434f34f07a80a95b1d054ecad15d719dc",
+	Size:           859733,
 	QuickJSRelease: "2021-03-27",
 	QuickJSSource:  "npm qjsc@0.3.0 sha256:4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee",
 	Clang:          "Debian clang version 16.0.6 (15~deb12u1)",
 	WASILibc:       "0.0~git20220510.9886d3d-2",
 	PatchSHA256:    "5f2030c55f1633c740a2b0275e10f9147216caeec42e3790fcc7904163515755",
-	SourcesSHA256:  "b71dd30c691943a254f48f0aacdf5e8996c61a9c565f36b806fd7f8f780c56f5",
+	SourcesSHA256:  "6e4ff8eaa1ce1ce38cfa15b18f81601144c285f4542b75fe6825004a2f5ebf4f",
 }

@@ -4,7 +4,7 @@
 // pay for it. Its completion value is a function of the primordials the prelude captured.
 (function (P) {
   'use strict';
-  const {getPrototypeOf, objectKeys, getOwnPropertySymbols, isArray, apply, hasOwnProperty, objectToString, arrayPush, arrayJoin, arrayIncludes, stringRepeat, stringSlice, stringIncludes, jsonStringify, mathMin, mathMax, mathSqrt, mathRound, mathFloor, objectIs, dateToISOString, dateGetTime, regexpToString, errorToString, mapForEach, mapSize, setForEach, setSize, validTypedArray} = P;
+  const {getPrototypeOf, objectKeys, getOwnPropertySymbols, isArray, apply, hasOwnProperty, objectToString, arrayPush, arrayJoin, arrayIncludes, stringRepeat, stringSlice, stringIndexOf, stringIncludes, jsonStringify, mathMin, mathMax, mathSqrt, mathRound, mathFloor, objectIs, dateToISOString, dateGetTime, regexpToString, errorToString, mapForEach, mapSize, setForEach, setSize, validTypedArray} = P;
 
   // ---- a Node-like formatter for console.* (util.inspect with its defaults) ----
 
@@ -340,63 +340,84 @@
     return ctx.circular && typeof v === 'object' && v !== null ? '<ref *1> ' + s : s;
   }
 
-  // util.format: a first string argument may hold %s %d %i %f %j %o %O %c %%
+  // util.format: a first string argument may hold %s %d %i %f %j %o %O %c %%. A line longer
+  // than MAX_LINE shows its first MAX_LINE characters and an ellipsis, so the work stops
+  // where the line does: the format is cut to what can still show (below), searched for '%'
+  // natively, and each piece is cut before it is joined. The line is always the whole
+  // format's line, cut; what lies past the cut is never formatted. The pieces are joined
+  // once, at the end: joining as they come would copy the line once for each piece.
   function format(args) {
-    let str = '';
+    const full = MAX_LINE + 1; // a line this long is cut, whatever follows
+    const parts = [];
+    let n = 0; // the length of the pieces so far
+    const put = (s) => {
+      if (s.length > full) s = apply(stringSlice, s, [0, full]);
+      apply(arrayPush, parts, [s]);
+      n += s.length;
+    };
     let a = 0;
     if (typeof args[0] === 'string') {
-      const f = args[0];
+      // Each character of the format gives one of the line, but '%%' gives one for two and
+      // a directive that takes an argument at least none for two: so the first n characters
+      // give at least n/2 - 2*args.length, and characters past this bound can only show
+      // past the cut.
+      const bound = 2 * full + 4 * args.length + 4;
+      const f = args[0].length > bound ? apply(stringSlice, args[0], [0, bound]) : args[0];
       a = 1;
       let last = 0;
-      for (let i = 0; i < f.length - 1; i++) {
-        if (f.charCodeAt(i) !== 37) continue; // '%'
+      let i = apply(stringIndexOf, f, ['%', 0]);
+      while (i >= 0 && i < f.length - 1 && n < full) {
         const c = f[i + 1];
+        let next = i + 1;
         if (c === '%') {
-          str += apply(stringSlice, f, [last, i]) + '%';
-          last = i + 2;
-          i++;
-          continue;
-        }
-        if (a >= args.length) continue;
-        let rep;
-        const arg = args[a];
-        switch (c) {
-          case 's':
-            rep = typeof arg === 'string' ? arg
-              : typeof arg === 'bigint' ? arg + 'n'
-              : typeof arg === 'object' && arg !== null ? inspect(arg)
-              : formatPrimitive(arg, { compact: 3, indentationLvl: 0, breakLength: Infinity });
-            break;
-          case 'd': case 'i': {
-            if (typeof arg === 'bigint') rep = arg + 'n';
-            else if (typeof arg === 'symbol' || (typeof arg === 'object' && arg !== null)) rep = 'NaN';
-            else {
-              const n = c === 'i' ? parseInt(arg) : Number(arg);
-              rep = objectIs(n, -0) ? '-0' : '' + n;
+          put(apply(stringSlice, f, [last, i]));
+          put('%');
+          last = next = i + 2;
+        } else if (a < args.length) {
+          let rep;
+          let known = true;
+          const arg = args[a];
+          switch (c) {
+            case 's':
+              rep = typeof arg === 'string' ? arg
+                : typeof arg === 'bigint' ? arg + 'n'
+                : typeof arg === 'object' && arg !== null ? inspect(arg)
+                : formatPrimitive(arg, { compact: 3, indentationLvl: 0, breakLength: Infinity });
+              break;
+            case 'd': case 'i': {
+              if (typeof arg === 'bigint') rep = arg + 'n';
+              else if (typeof arg === 'symbol' || (typeof arg === 'object' && arg !== null)) rep = 'NaN';
+              else {
+                const n = c === 'i' ? parseInt(arg) : Number(arg);
+                rep = objectIs(n, -0) ? '-0' : '' + n;
+              }
+              break;
             }
-            break;
+            case 'f': rep = typeof arg === 'symbol' ? 'NaN' : '' + parseFloat(arg); break;
+            case 'j':
+              try { rep = jsonStringify(arg); } catch (e) { rep = '[Circular]'; }
+              break;
+            case 'o': case 'O': rep = inspect(arg); break;
+            case 'c': rep = ''; break;
+            default: known = false;
           }
-          case 'f': rep = typeof arg === 'symbol' ? 'NaN' : '' + parseFloat(arg); break;
-          case 'j':
-            try { rep = jsonStringify(arg); } catch (e) { rep = '[Circular]'; }
-            break;
-          case 'o': case 'O': rep = inspect(arg); break;
-          case 'c': rep = ''; break;
-          default: continue;
+          if (known) {
+            put(apply(stringSlice, f, [last, i]));
+            put('' + rep);
+            last = next = i + 2;
+            a++;
+          }
         }
-        str += apply(stringSlice, f, [last, i]) + rep;
-        last = i + 2;
-        i++;
-        a++;
+        i = apply(stringIndexOf, f, ['%', next]);
       }
-      str += apply(stringSlice, f, [last]);
+      if (n < full) put(apply(stringSlice, f, [last]));
     }
-    for (; a < args.length; a++) {
+    for (; a < args.length && n < full; a++) {
       const v = args[a];
-      if (str.length > 0 || a > 0) str += ' ';
-      str += typeof v === 'string' ? v : inspect(v);
-      if (str.length > MAX_LINE) break;
+      if (n > 0 || a > 0) put(' ');
+      put(typeof v === 'string' ? v : inspect(v));
     }
+    let str = apply(arrayJoin, parts, ['']);
     if (str.length > MAX_LINE) str = apply(stringSlice, str, [0, MAX_LINE]) + '…';
     return str;
   }

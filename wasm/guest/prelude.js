@@ -27,6 +27,7 @@
   const arrayIncludes = ArrayProto.includes;
   const stringRepeat = String.prototype.repeat;
   const stringSlice = String.prototype.slice;
+  const stringIndexOf = String.prototype.indexOf;
   const stringReplace = String.prototype.replace;
   const stringIncludes = String.prototype.includes;
   const jsonStringify = JSON.stringify;
@@ -345,7 +346,7 @@
   let loadConsole = null;
   function fmt() {
     if (formatter === null) {
-      formatter = loadConsole()({getPrototypeOf, objectKeys, getOwnPropertySymbols, isArray, apply, hasOwnProperty, objectToString, arrayPush, arrayJoin, arrayIncludes, stringRepeat, stringSlice, stringIncludes, jsonStringify, mathMin, mathMax, mathSqrt, mathRound, mathFloor, objectIs, dateToISOString, dateGetTime, regexpToString, errorToString, mapForEach, mapSize, setForEach, setSize, validTypedArray});
+      formatter = loadConsole()({getPrototypeOf, objectKeys, getOwnPropertySymbols, isArray, apply, hasOwnProperty, objectToString, arrayPush, arrayJoin, arrayIncludes, stringRepeat, stringSlice, stringIndexOf, stringIncludes, jsonStringify, mathMin, mathMax, mathSqrt, mathRound, mathFloor, objectIs, dateToISOString, dateGetTime, regexpToString, errorToString, mapForEach, mapSize, setForEach, setSize, validTypedArray});
     }
     return formatter;
   }
