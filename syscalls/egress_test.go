@@ -1,0 +1,199 @@
+package syscalls
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentlibos/libos/store"
+)
+
+// loopbackServer is a real HTTP server on 127.0.0.1 that counts the requests it sees.
+type loopbackServer struct {
+	*httptest.Server
+	hits atomic.Int64
+}
+
+func newLoopbackServer(t testing.TB, h http.HandlerFunc) *loopbackServer {
+	t.Helper()
+	s := &loopbackServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// port is the server's port, as text.
+func (s *loopbackServer) port() string {
+	_, p, _ := strings.Cut(s.Listener.Addr().String(), ":")
+	return p
+}
+
+// hostsResolver is a name service of fixed answers: what DNS would say of a name an
+// attacker controls.
+type hostsResolver map[string][]netip.Addr
+
+func (h hostsResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := h[host]; ok {
+		return a, nil
+	}
+	return nil, &netError{host}
+}
+
+type netError struct{ host string }
+
+func (e *netError) Error() string { return "lookup " + e.host + ": no such host" }
+
+// egress is a router with its store, and a process of one image that may fetch.
+type egress struct {
+	r   *Router
+	s   *store.Store
+	pol *Policy
+	pid string
+}
+
+func newEgress(t testing.TB, cfg RouterConfig, spec PolicySpec) *egress {
+	t.Helper()
+	r, s := newRouter(t, cfg)
+	return &egress{r: r, s: s, pol: mustPolicy(t, spec), pid: "p1"}
+}
+
+// fetch makes one net.fetch call with args and returns its result, its error and the
+// one audit event the call wrote (the test fails when it wrote another number).
+func (e *egress) fetch(t testing.TB, args string) (fetchResult, json.RawMessage, error, auditEvent) {
+	t.Helper()
+	before := 0
+	if _, err := e.s.Head(e.pid); err == nil {
+		before = auditCount(t, e.s, e.pid)
+	}
+	c := Caller{PID: e.pid, Tool: "t", Capabilities: NewCapSet(CapNetFetch), Policy: e.pol}
+	raw, err := e.r.For(c).Syscall(context.Background(), "net.fetch", json.RawMessage(args))
+	if n := auditCount(t, e.s, e.pid) - before; n != 1 {
+		t.Fatalf("the call wrote %d audit events; every call is one", n)
+	}
+	var res fetchResult
+	if err == nil {
+		if jerr := json.Unmarshal(raw, &res); jerr != nil {
+			t.Fatalf("result %s: %v", raw, jerr)
+		}
+	}
+	return res, raw, err, lastAudit(t, e.s, e.pid)
+}
+
+// fetchArgs writes net.fetch's arguments for url and headers.
+func fetchArgs(url string, headers map[string]string) string {
+	a := map[string]any{"url": url}
+	if headers != nil {
+		a["headers"] = headers
+	}
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
+// TestEgressRefusesIPv6FormsOfLoopback: "loopback, link-local, private, CGNAT,
+// metadata addresses refused unless the image allows that exact address", in every
+// spelling: IPv4-mapped, IPv4-compatible, SIIT, NAT64, 6to4 and Teredo forms of
+// 127.0.0.1, as literals and as what a name resolves to. Naming 127.0.0.1 in
+// allow_addresses grants that address, not another that embeds it.
+func TestEgressRefusesIPv6FormsOfLoopback(t *testing.T) {
+	srv := newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("reached")) })
+	forms := []struct {
+		literal string
+		same    bool // the literal is 127.0.0.1 itself (IPv4-mapped)
+	}{
+		{"[::ffff:127.0.0.1]", true},
+		{"[::ffff:7f00:1]", true},
+		{"[0:0:0:0:0:ffff:7f00:1]", true},
+		{"[::127.0.0.1]", false},
+		{"[::7f00:1]", false},
+		{"[::ffff:0:127.0.0.1]", false},
+		{"[::ffff:0:7f00:1]", false},
+		{"[64:ff9b::127.0.0.1]", false},
+		{"[2002:7f00:1::]", false},
+		{"[2001:0:7f00:1::1]", false},
+		{"[2001:0:4136:e378:8000:63bf:80ff:fffe]", false}, // Teredo, client 127.0.0.1 obfuscated
+	}
+	for _, f := range forms {
+		_, ip, err := canonicalHost(f.literal)
+		if err != nil {
+			t.Fatalf("%s: %v", f.literal, err)
+		}
+		// Checked first so that a build which would let one through fails here and
+		// dials nothing but loopback.
+		if c := addressClass(ip); c == "" {
+			t.Fatalf("%s (%s) is classed public", f.literal, ip)
+		}
+	}
+	for _, grant := range [][]string{nil, {"127.0.0.1"}} {
+		for _, f := range forms {
+			if grant != nil && f.same {
+				continue // the very address granted
+			}
+			host := f.literal + ":" + srv.port()
+			e := newEgress(t, RouterConfig{}, PolicySpec{Net: &NetSpec{Allow: []string{host}, AllowAddresses: grant}})
+			_, _, err, ev := e.fetch(t, fetchArgs("http://"+host+"/x", nil))
+			if codeOf(err) != CodeAddressNotAllowed {
+				t.Fatalf("%s (allow_addresses %v): %v, want address_not_allowed", f.literal, grant, err)
+			}
+			if ev.Decision != "denied" || ev.Stage != "egress" || ev.Code != CodeAddressNotAllowed || ev.Net == nil || ev.Net.Address != "" {
+				t.Fatalf("%s: audit %+v %+v", f.literal, ev, ev.Net)
+			}
+		}
+	}
+	// The same addresses returned by a name's lookup.
+	dns := hostsResolver{}
+	for i, f := range forms {
+		_, ip, _ := canonicalHost(f.literal)
+		dns["h"+strconv.Itoa(i)+".example"] = []netip.Addr{ip}
+	}
+	for name, addrs := range dns {
+		host := name + ":" + srv.port()
+		e := newEgress(t, RouterConfig{Resolver: dns}, PolicySpec{Net: &NetSpec{Allow: []string{host}}})
+		_, _, err, ev := e.fetch(t, fetchArgs("http://"+host+"/x", nil))
+		if codeOf(err) != CodeAddressNotAllowed || ev.Stage != "egress" || ev.Code != CodeAddressNotAllowed {
+			t.Fatalf("%s → %v: %v, audit %+v", name, addrs, err, ev)
+		}
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Fatalf("the server saw %d requests", n)
+	}
+	// The harness reaches the server when the address is granted.
+	host := "[::ffff:127.0.0.1]:" + srv.port()
+	e := newEgress(t, RouterConfig{}, PolicySpec{Net: &NetSpec{Allow: []string{host}, AllowAddresses: []string{"127.0.0.1"}}})
+	if res, _, err, ev := e.fetch(t, fetchArgs("http://"+host+"/x", nil)); err != nil || res.Body != "reached" || ev.Net.Address != "127.0.0.1:"+srv.port() {
+		t.Fatalf("granted: %+v %v %+v", res, err, ev.Net)
+	}
+}
+
+// TestEgressUnspecifiedAddressIsNoGrant: allow_addresses names exact non-public
+// addresses; "0.0.0.0 or :: in allow_addresses was a hidden loopback grant" (a
+// connection to the unspecified address reaches the host itself), so it, its CIDRs
+// and the IPv6 forms of IPv4 that are never connected to are problems of the image.
+func TestEgressUnspecifiedAddressIsNoGrant(t *testing.T) {
+	bad := []string{"0.0.0.0", "::", "[::]", "0.1.2.3", "0.0.0.0/0", "0.0.0.0/8", "::/0", "::/128", "::ffff:0.0.0.0",
+		"::7f00:1", "::ffff:0:7f00:1", "2001:0:7f00:1::1"}
+	_, probs := CompilePolicy(PolicySpec{Net: &NetSpec{Allow: []string{"127.0.0.1:8080"}, AllowAddresses: bad}})
+	at := map[string]bool{}
+	for _, p := range probs {
+		at[p.At] = true
+	}
+	for i, a := range bad {
+		if !at["/net/allow_addresses/"+strconv.Itoa(i)] {
+			t.Errorf("%q is not a problem: %+v", a, probs)
+		}
+	}
+	if len(probs) != len(bad) {
+		t.Errorf("%d problems for %d bad entries: %+v", len(probs), len(bad), probs)
+	}
+	if _, probs := CompilePolicy(PolicySpec{Net: &NetSpec{Allow: []string{"127.0.0.1:8080"}, AllowAddresses: []string{"127.0.0.1", "::1", "10.0.0.1"}}}); probs != nil {
+		t.Errorf("exact addresses refused: %+v", probs)
+	}
+}
