@@ -197,3 +197,26 @@ func TestEgressUnspecifiedAddressIsNoGrant(t *testing.T) {
 		t.Errorf("exact addresses refused: %+v", probs)
 	}
 }
+
+// TestEgressHeaderControlCharacters: "control characters (CR, LF, NUL, other C0, DEL)
+// in a request header value (or name) are argument_invalid before anything is sent".
+func TestEgressHeaderControlCharacters(t *testing.T) {
+	srv := newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	e := newEgress(t, RouterConfig{}, PolicySpec{Net: &NetSpec{Allow: []string{srv.Listener.Addr().String()}, AllowAddresses: []string{"127.0.0.1"}}})
+	var cases []map[string]string
+	for _, c := range []string{"\r", "\n", "\r\n", "\x00", "\x01", "\x08", "\t", "\x0b", "\x1b", "\x1f", "\x7f"} {
+		cases = append(cases, map[string]string{"X-Value": "a" + c + "b"}, map[string]string{"X-Na" + c + "me": "v"})
+	}
+	for _, h := range cases {
+		_, _, err, ev := e.fetch(t, fetchArgs(srv.URL+"/", h))
+		if codeOf(err) != CodeArgumentInvalid || ev.Stage != "policy" || ev.Code != CodeArgumentInvalid || ev.Decision != "denied" {
+			t.Fatalf("%q: %v, audit %+v", h, err, ev)
+		}
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Fatalf("the server saw %d requests", n)
+	}
+	if _, _, err, ev := e.fetch(t, fetchArgs(srv.URL+"/", map[string]string{"X-Value": "a b ~ ü"})); err != nil || ev.Net.Status != 200 {
+		t.Fatalf("a plain value: %v %+v", err, ev.Net)
+	}
+}

@@ -126,8 +126,8 @@ func checkFetch(c *call) error {
 			return argErr(c, fmt.Sprintf("header %s is set by the host, not the guest", canon))
 		case seen[canon]:
 			return argErr(c, fmt.Sprintf("header %s is given twice (names are case-insensitive)", canon))
-		case strings.ContainsAny(v, "\r\n\x00") || !utf8.ValidString(v):
-			return argErr(c, fmt.Sprintf("header %s has a value with CR, LF, NUL or invalid UTF-8", canon))
+		case hasControl(v) || !utf8.ValidString(v):
+			return argErr(c, fmt.Sprintf("header %s has a value with a control character (CR, LF, NUL, another C0 or DEL) or invalid UTF-8", canon))
 		}
 		seen[canon] = true
 		plan.headers = append(plan.headers, [2]string{canon, v})
@@ -138,6 +138,18 @@ func checkFetch(c *call) error {
 	c.ev.Net.RequestBytes = len(body)
 	c.fetch = plan
 	return nil
+}
+
+// hasControl reports whether s holds a control character: C0 (CR, LF, NUL, tab, …) or
+// DEL. None belongs in a header value a guest or a secret supplies: CR and LF split
+// the header, and the others are refused by servers in ways that differ from ours.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 func hostAllowed(allow []hostPattern, t target) bool {
@@ -211,8 +223,8 @@ func (r *Router) readSecret(s *secret) (string, error) {
 			return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: its file is empty", s.name))
 		}
 	}
-	if strings.ContainsAny(v, "\r\n\x00") {
-		return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: its value cannot be a header value (CR, LF or NUL)", s.name))
+	if hasControl(v) || !utf8.ValidString(v) {
+		return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: its value cannot be a header value (a control character or invalid UTF-8)", s.name))
 	}
 	return v, nil
 }
