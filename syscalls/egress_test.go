@@ -6,9 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/agentlibos/libos/store"
@@ -218,5 +221,60 @@ func TestEgressHeaderControlCharacters(t *testing.T) {
 	}
 	if _, _, err, ev := e.fetch(t, fetchArgs(srv.URL+"/", map[string]string{"X-Value": "a b ~ ü"})); err != nil || ev.Net.Status != 200 {
 		t.Fatalf("a plain value: %v %+v", err, ev.Net)
+	}
+}
+
+// TestEgressSecretFileMustBeRegular: "a from_file secret is read only from a regular
+// file of at most 16 KiB, opened without blocking": a FIFO used to block the fetch
+// forever and /dev/zero to fill memory; each is secret_unavailable before anything is
+// sent, and the message names neither the path nor its contents.
+func TestEgressSecretFileMustBeRegular(t *testing.T) {
+	var got atomic.Value
+	srv := newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) { got.Store(r.Header.Get("Authorization")) })
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"fifo":      fifo,
+		"zero":      "/dev/zero",
+		"directory": dir,
+		"large":     write("large", strings.Repeat("k", MaxSecretFileBytes+1)),
+		"control":   write("control", "tok\x01en\n"),
+		"missing":   filepath.Join(dir, "absent"),
+		"empty":     write("empty", "\n"),
+	}
+	good := write("good", strings.Repeat("g", MaxSecretFileBytes-1)+"\n")
+	hosts := []string{srv.Listener.Addr().String()}
+	spec := PolicySpec{Net: &NetSpec{Allow: hosts, AllowAddresses: []string{"127.0.0.1"}}, Secrets: map[string]SecretSpec{"GOOD": {FromFile: good, Hosts: hosts}}}
+	for name, path := range files {
+		spec.Secrets[strings.ToUpper(name)] = SecretSpec{FromFile: path, Hosts: hosts}
+	}
+	e := newEgress(t, RouterConfig{}, spec)
+	for _, name := range sortedNames(files) {
+		t.Run(name, func(t *testing.T) {
+			_, _, err, ev := e.fetch(t, fetchArgs(srv.URL+"/", map[string]string{"Authorization": "Bearer {{secret:" + strings.ToUpper(name) + "}}"}))
+			if codeOf(err) != CodeSecretUnavailable || ev.Stage != "egress" || ev.Code != CodeSecretUnavailable || ev.Decision != "denied" {
+				t.Fatalf("%v, audit %+v", err, ev)
+			}
+			if strings.Contains(err.Error(), dir) || strings.Contains(ev.Reason, dir) {
+				t.Fatalf("the refusal names the path: %v", err)
+			}
+			if n := srv.hits.Load(); n != 0 {
+				t.Fatalf("the server saw %d requests", n)
+			}
+		})
+	}
+	_, _, err, ev := e.fetch(t, fetchArgs(srv.URL+"/", map[string]string{"Authorization": "Bearer {{secret:GOOD}}"}))
+	if err != nil || got.Load() != "Bearer "+strings.Repeat("g", MaxSecretFileBytes-1) || ev.Net.Secrets != "GOOD" {
+		t.Fatalf("a regular file of %d bytes: %v, sent %.20q…, audit %+v", MaxSecretFileBytes, err, got.Load(), ev.Net)
 	}
 }

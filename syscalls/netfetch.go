@@ -214,9 +214,9 @@ func (r *Router) readSecret(s *secret) (string, error) {
 		}
 		v = val
 	default:
-		b, err := os.ReadFile(s.fromFile)
+		b, err := readSecretFile(s.fromFile)
 		if err != nil {
-			return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: its file cannot be read on the host", s.name))
+			return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: %v", s.name, err))
 		}
 		v = strings.TrimRight(string(b), "\r\n")
 		if v == "" {
@@ -227,6 +227,40 @@ func (r *Router) readSecret(s *secret) (string, error) {
 		return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: its value cannot be a header value (a control character or invalid UTF-8)", s.name))
 	}
 	return v, nil
+}
+
+// MaxSecretFileBytes bounds a secret's file: a secret is a token or a key, not a
+// document.
+const MaxSecretFileBytes = 16 << 10
+
+// readSecretFile reads a from_file secret. It opens without blocking and checks what
+// it opened, so a FIFO (which would block the fetch forever) or a device (/dev/zero,
+// which would fill memory) is refused, and it reads at most MaxSecretFileBytes. Its
+// errors do not name the path or say what the file system said: they reach the guest.
+func readSecretFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, errors.New("its file cannot be opened on the host")
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, errors.New("its file cannot be read on the host")
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("its file is not a regular file")
+	}
+	if fi.Size() > MaxSecretFileBytes {
+		return nil, fmt.Errorf("its file is larger than %d bytes", MaxSecretFileBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxSecretFileBytes+1))
+	if err != nil {
+		return nil, errors.New("its file cannot be read on the host")
+	}
+	if len(b) > MaxSecretFileBytes {
+		return nil, fmt.Errorf("its file is larger than %d bytes", MaxSecretFileBytes)
+	}
+	return b, nil
 }
 
 // fetchResult is net.fetch's result.

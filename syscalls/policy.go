@@ -136,7 +136,9 @@ type NetSpec struct {
 }
 
 // SecretSpec is one secret: where its value is read from on the host (exactly one of
-// FromEnv and FromFile) and the hosts it may be sent to.
+// FromEnv and FromFile) and the hosts it may be sent to. FromFile is an absolute path
+// to a regular file of at most MaxSecretFileBytes (a FIFO or a device is refused),
+// read each time the secret is sent, its trailing line end dropped.
 type SecretSpec struct {
 	FromEnv  string   `json:"from_env,omitempty"`
 	FromFile string   `json:"from_file,omitempty"`
