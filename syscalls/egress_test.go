@@ -2,6 +2,8 @@ package syscalls
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -276,5 +278,55 @@ func TestEgressSecretFileMustBeRegular(t *testing.T) {
 	_, _, err, ev := e.fetch(t, fetchArgs(srv.URL+"/", map[string]string{"Authorization": "Bearer {{secret:GOOD}}"}))
 	if err != nil || got.Load() != "Bearer "+strings.Repeat("g", MaxSecretFileBytes-1) || ev.Net.Secrets != "GOOD" {
 		t.Fatalf("a regular file of %d bytes: %v, sent %.20q…, audit %+v", MaxSecretFileBytes, err, got.Load(), ev.Net)
+	}
+}
+
+// TestEgressSecretsNeverInClearText: "an https→http redirect carried the secret in
+// clear; refuse it. A secret goes over plain http only to a loopback address." Both
+// servers are on 127.0.0.1; the plain one must see no request.
+func TestEgressSecretsNeverInClearText(t *testing.T) {
+	var sawSecret atomic.Bool
+	plain := newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Authorization"), "s3cr3t-value") {
+			sawSecret.Store(true)
+		}
+	})
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, plain.URL+"/landing", http.StatusFound)
+	}))
+	t.Cleanup(tlsSrv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(tlsSrv.Certificate())
+	dns := hostsResolver{"mixed.example": {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("192.0.2.1")}}
+	cfg := RouterConfig{TLS: &tls.Config{RootCAs: roots}, Resolver: dns,
+		LookupEnv: func(string) (string, bool) { return "s3cr3t-value", true }}
+	mixed := "mixed.example:" + plain.port()
+	hosts := []string{tlsSrv.Listener.Addr().String(), plain.Listener.Addr().String(), mixed}
+	e := newEgress(t, cfg, PolicySpec{
+		Net:     &NetSpec{Allow: hosts, AllowAddresses: []string{"127.0.0.1", "192.0.2.1"}},
+		Secrets: map[string]SecretSpec{"TOKEN": {FromEnv: "TOKEN", Hosts: hosts}},
+	})
+	auth := map[string]string{"Authorization": "Bearer {{secret:TOKEN}}"}
+
+	_, _, err, ev := e.fetch(t, fetchArgs(tlsSrv.URL+"/start", auth))
+	if codeOf(err) != CodeSecretNotAllowed || ev.Stage != "egress" || ev.Code != CodeSecretNotAllowed || ev.Net.Redirects != 1 {
+		t.Fatalf("https → http redirect with a secret: %v, audit %+v %+v", err, ev, ev.Net)
+	}
+	// A name with one address that is not loopback: refused before any connection
+	// (the first address, 127.0.0.1, would have been dialled first).
+	_, _, err, ev = e.fetch(t, fetchArgs("http://"+mixed+"/", auth))
+	if codeOf(err) != CodeSecretNotAllowed || ev.Stage != "egress" || !strings.Contains(err.Error(), "192.0.2.1") {
+		t.Fatalf("plain http to a name with a non-loopback address: %v, audit %+v", err, ev)
+	}
+	if n := plain.hits.Load(); n != 0 || sawSecret.Load() {
+		t.Fatalf("the plain server saw %d requests (secret: %v)", n, sawSecret.Load())
+	}
+	// Without a secret the same redirect is followed; with one, plain http to
+	// loopback is allowed.
+	if _, _, err, ev := e.fetch(t, fetchArgs(tlsSrv.URL+"/start", nil)); err != nil || ev.Net.Status != 200 || ev.Net.Redirects != 1 {
+		t.Fatalf("the redirect without a secret: %v %+v", err, ev.Net)
+	}
+	if _, _, err, ev := e.fetch(t, fetchArgs(plain.URL+"/", auth)); err != nil || !sawSecret.Load() || ev.Net.Secrets != "TOKEN" {
+		t.Fatalf("plain http to loopback: %v %+v", err, ev.Net)
 	}
 }

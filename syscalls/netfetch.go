@@ -280,6 +280,7 @@ func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
 	// What the guest must not see: every secret value sent, for redaction.
 	var values []redaction
 	cur := plan.first
+	var prev target // the request that redirected to cur; zero for the first
 	method, body := plan.method, plan.body
 	for hop := 0; ; hop++ {
 		if hop > 0 {
@@ -314,6 +315,11 @@ func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
 		if err != nil {
 			return nil, c.deny(err)
 		}
+		if len(used) > 0 {
+			if err := clearTextSecrets(cur, prev, addrs, used); err != nil {
+				return nil, c.deny(err)
+			}
+		}
 		resp, addr, err := c.router.send(ctx, addrs, cur, method, headers, body, n)
 		if addr.IsValid() {
 			c.ev.Net.Address = netip.AddrPortFrom(addr, uint16(cur.port)).String()
@@ -335,7 +341,7 @@ func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
 			if resp.StatusCode == 303 || (resp.StatusCode == 301 || resp.StatusCode == 302) && method != "GET" && method != "HEAD" {
 				method, body = "GET", nil
 			}
-			cur = next
+			prev, cur = cur, next
 			continue
 		}
 		defer resp.Body.Close()
@@ -352,6 +358,26 @@ func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
 		}
 		return json.Marshal(buildResult(resp, data, cur, values))
 	}
+}
+
+// clearTextSecrets refuses to send secrets (names used) to t over plain http unless
+// every address it may connect to (addrs, vetted) is loopback, and never on a
+// redirect from https: a secret leaves the host in clear text only to the host
+// itself. prev is the request that redirected to t, zero for the first.
+func clearTextSecrets(t, prev target, addrs []netip.Addr, used []string) error {
+	if t.scheme != "http" {
+		return nil
+	}
+	names := strings.Join(slicesCompact(used), ", ")
+	if prev.scheme == "https" {
+		return netErr(CodeSecretNotAllowed, fmt.Sprintf("a redirect from https goes to plain http (%s); secret %s is not sent in clear text", t.authority(), names))
+	}
+	for _, a := range addrs {
+		if !a.IsLoopback() {
+			return netErr(CodeSecretNotAllowed, fmt.Sprintf("secret %s would go over plain http to %s, which is not a loopback address; use https", names, a))
+		}
+	}
+	return nil
 }
 
 func slicesCompact(s []string) []string {
