@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -328,5 +329,59 @@ func TestEgressSecretsNeverInClearText(t *testing.T) {
 	}
 	if _, _, err, ev := e.fetch(t, fetchArgs(plain.URL+"/", auth)); err != nil || !sawSecret.Load() || ev.Net.Secrets != "TOKEN" {
 		t.Fatalf("plain http to loopback: %v %+v", err, ev.Net)
+	}
+}
+
+// TestEgressAuditListsEveryHop: "every redirect hop is in the audit event of the call
+// (one event per call that lists the hops)": method, host, path, the address connected
+// to, the status and the secrets sent, for each request in order; a redirect refused
+// before it was sent is listed without address or status, and so is the top level.
+func TestEgressAuditListsEveryHop(t *testing.T) {
+	b := newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/c" {
+			w.Write([]byte("done"))
+			return
+		}
+		http.Redirect(w, r, "http://elsewhere.example/", http.StatusFound)
+	})
+	a := newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/a":
+			http.Redirect(w, r, "/b", http.StatusTemporaryRedirect)
+		case "/b":
+			http.Redirect(w, r, b.URL+"/c", http.StatusSeeOther)
+		case "/off":
+			http.Redirect(w, r, b.URL+"/off", http.StatusFound)
+		}
+	})
+	hosts := []string{a.Listener.Addr().String(), b.Listener.Addr().String()}
+	e := newEgress(t, RouterConfig{LookupEnv: func(string) (string, bool) { return "tok", true }}, PolicySpec{
+		Net:     &NetSpec{Allow: hosts, Methods: []string{"GET", "POST"}, AllowAddresses: []string{"127.0.0.1"}},
+		Secrets: map[string]SecretSpec{"TOKEN": {FromEnv: "TOKEN", Hosts: hosts}},
+	})
+	_, _, err, ev := e.fetch(t, `{"url":"`+a.URL+`/a","method":"POST","body":"x","headers":{"Authorization":"{{secret:TOKEN}}"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []auditHop{
+		{Method: "POST", Host: hosts[0], Path: "/a", Address: hosts[0], Status: 307, Secrets: "TOKEN"},
+		{Method: "POST", Host: hosts[0], Path: "/b", Address: hosts[0], Status: 303, Secrets: "TOKEN"},
+		{Method: "GET", Host: hosts[1], Path: "/c", Address: hosts[1], Status: 200, Secrets: "TOKEN"},
+	}
+	if n := ev.Net; !slices.Equal(n.Hops, want) || n.Redirects != 2 || n.Host != hosts[1] || n.Path != "/c" || n.Status != 200 || n.Secrets != "TOKEN" {
+		t.Fatalf("audit net %+v, want hops %+v", n, want)
+	}
+
+	_, _, err, ev = e.fetch(t, fetchArgs(a.URL+"/off", nil))
+	if codeOf(err) != CodeHostNotAllowed || ev.Stage != "egress" {
+		t.Fatalf("%v, audit %+v", err, ev)
+	}
+	want = []auditHop{
+		{Method: "GET", Host: hosts[0], Path: "/off", Address: hosts[0], Status: 302},
+		{Method: "GET", Host: hosts[1], Path: "/off", Address: hosts[1], Status: 302},
+		{Method: "GET", Host: "elsewhere.example:80", Path: "/"},
+	}
+	if n := ev.Net; !slices.Equal(n.Hops, want) || n.Redirects != 2 || n.Host != "elsewhere.example:80" || n.Address != "" || n.Status != 0 {
+		t.Fatalf("audit net %+v, want hops %+v", n, want)
 	}
 }

@@ -50,7 +50,20 @@ type auditNet struct {
 	RequestBytes  int    `json:"request_bytes"`
 	ResponseBytes int64  `json:"response_bytes"`
 	Redirects     int    `json:"redirects,omitempty"`
-	Secrets       string `json:"secrets,omitempty"` // names substituted, never values
+	Secrets       string `json:"secrets,omitempty"` // names substituted on any request, never values
+	// Hops are the requests of the fetch in order, the first included: each redirect
+	// followed is one more, also when it was refused before being sent.
+	Hops []auditHop `json:"hops,omitempty"`
+}
+
+// auditHop is one request of a fetch.
+type auditHop struct {
+	Method  string `json:"method"`
+	Host    string `json:"host"` // canonical host:port
+	Path    string `json:"path"`
+	Address string `json:"address,omitempty"` // the vetted address connected to
+	Status  int    `json:"status,omitempty"`
+	Secrets string `json:"secrets,omitempty"` // names substituted, never values
 }
 
 // hopHeaders may not be set by a guest: they belong to the transport, and letting a
@@ -282,9 +295,13 @@ func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
 	cur := plan.first
 	var prev target // the request that redirected to cur; zero for the first
 	method, body := plan.method, plan.body
+	var sent []string // the names of the secrets sent on any request
 	for hop := 0; ; hop++ {
+		c.ev.Net.Hops = append(c.ev.Net.Hops, auditHop{Method: method, Host: cur.authority(), Path: cur.path})
+		rec := &c.ev.Net.Hops[hop]
 		if hop > 0 {
 			c.ev.Net.Host, c.ev.Net.Path, c.ev.Net.Method, c.ev.Net.Redirects = cur.authority(), cur.path, method, hop
+			c.ev.Net.Address, c.ev.Net.Status = "", 0
 			if !hostAllowed(n.allow, cur) {
 				return nil, c.deny(netErr(CodeHostNotAllowed, fmt.Sprintf("redirect %d goes to %s, which is not in the image's allow-list", hop, cur.authority())))
 			}
@@ -309,7 +326,10 @@ func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
 		}
 		if len(used) > 0 {
 			sort.Strings(used)
-			c.ev.Net.Secrets = strings.Join(slicesCompact(used), ",")
+			rec.Secrets = strings.Join(slicesCompact(used), ",")
+			sent = append(sent, used...)
+			sort.Strings(sent)
+			c.ev.Net.Secrets = strings.Join(slicesCompact(sent), ",")
 		}
 		addrs, err := c.router.vet(ctx, n, cur)
 		if err != nil {
@@ -323,11 +343,12 @@ func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
 		resp, addr, err := c.router.send(ctx, addrs, cur, method, headers, body, n)
 		if addr.IsValid() {
 			c.ev.Net.Address = netip.AddrPortFrom(addr, uint16(cur.port)).String()
+			rec.Address = c.ev.Net.Address
 		}
 		if err != nil {
 			return nil, fetchFailure(ctx, err, values)
 		}
-		c.ev.Net.Status = resp.StatusCode
+		c.ev.Net.Status, rec.Status = resp.StatusCode, resp.StatusCode
 		c.noteLabels(pol.hostLabels(cur))
 		if loc := resp.Header.Get("Location"); isRedirect(resp.StatusCode) && loc != "" {
 			resp.Body.Close()
