@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -383,5 +385,203 @@ func TestEgressAuditListsEveryHop(t *testing.T) {
 	}
 	if n := ev.Net; !slices.Equal(n.Hops, want) || n.Redirects != 2 || n.Host != "elsewhere.example:80" || n.Address != "" || n.Status != 0 {
 		t.Fatalf("audit net %+v, want hops %+v", n, want)
+	}
+}
+
+// The secrets the echo tests send, and the echo server that returns them.
+const (
+	echoToken = "Tok3n-Val_u.E+9" // goes in Authorization
+	echoKey   = "k3yAlpha-Beta7"  // goes in X-Key; it can be a host name's label
+)
+
+// echoSpellings are the forms a server echoes a secret in: "as-is, upper/lower case,
+// percent-encoded and JSON-escaped (\uXXXX) forms", and a mix of them character by
+// character.
+var echoSpellings = map[string]func(string) string{
+	"as-is": func(s string) string { return s },
+	"upper": strings.ToUpper,
+	"lower": strings.ToLower,
+	"percent": func(s string) string {
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			fmt.Fprintf(&b, "%%%02X", s[i])
+		}
+		return b.String()
+	},
+	"percent-lower": func(s string) string {
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			fmt.Fprintf(&b, "%%%02x", s[i])
+		}
+		return b.String()
+	},
+	"json": func(s string) string {
+		var b strings.Builder
+		for _, r := range s {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		return b.String()
+	},
+	"json-upper": func(s string) string {
+		var b strings.Builder
+		for _, r := range s {
+			fmt.Fprintf(&b, `\u%04X`, r)
+		}
+		return b.String()
+	},
+	"mixed": func(s string) string {
+		var b strings.Builder
+		for i, r := range s {
+			switch i % 4 {
+			case 0:
+				b.WriteRune(r)
+			case 1:
+				fmt.Fprintf(&b, "%%%02X", r)
+			case 2:
+				fmt.Fprintf(&b, `\u%04x`, r)
+			default:
+				b.WriteString(strings.ToUpper(string(r)))
+			}
+		}
+		return b.String()
+	},
+}
+
+// echoTargets are the places a server echoes what it received into: a redirect's
+// host, path or query, a response header's name or value, a JSON string of the body,
+// plain body text.
+var echoTargets = []string{"location-host", "location-badhost", "location-path", "location-query", "header-name", "header-value", "json-body", "text-body"}
+
+// newEchoServer is the one secret-echoing server of the echo tests: /echo/TARGET?form=F
+// spells the secrets it received (Authorization: Bearer TOKEN, X-Key: KEY) in form F
+// into TARGET; /landing/… answers "landed".
+func newEchoServer(t testing.TB) *loopbackServer {
+	return newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/landing") {
+			w.Write([]byte("landed"))
+			return
+		}
+		spell := echoSpellings[r.URL.Query().Get("form")]
+		tok, key := spell(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")), spell(r.Header.Get("X-Key"))
+		switch strings.TrimPrefix(r.URL.Path, "/echo/") {
+		case "location-host":
+			w.Header().Set("Location", "http://"+key+".evil.example/")
+			w.WriteHeader(http.StatusFound)
+		case "location-badhost":
+			w.Header().Set("Location", "http://"+tok+"/")
+			w.WriteHeader(http.StatusFound)
+		case "location-path":
+			w.Header().Set("Location", "/landing/"+tok+"/"+key)
+			w.WriteHeader(http.StatusFound)
+		case "location-query":
+			w.Header().Set("Location", "/landing?t="+tok+"&k="+key)
+			w.WriteHeader(http.StatusFound)
+		case "header-name":
+			w.Header()[tok] = []string{"1"}
+			w.Header()[key] = []string{"2"}
+		case "header-value":
+			w.Header().Set("X-Echo", "token="+tok+"; key="+key)
+		case "json-body":
+			if strings.Contains(tok, `\u`) {
+				fmt.Fprintf(w, `{"token":"%s","key":["%s"]}`, tok, key)
+			} else {
+				b, _ := json.Marshal(map[string]any{"token": tok, "key": []string{key}})
+				w.Write(b)
+			}
+		case "text-body":
+			fmt.Fprintf(w, "token %s\nkey %s\n", tok, key)
+		}
+	})
+}
+
+// TestEgressEchoedSecretsAreWiped: "a secret echoed by the server into a redirect's
+// host, path or query, a response header name or value, or a JSON string of the body"
+// must not reach results, errors or the audit event, "in every spelling: as-is,
+// upper/lower case, percent-encoded and JSON-escaped (\uXXXX) forms". Each case is one
+// fetch from the shared echo server; the result, the error and the audit event of the
+// call are searched for every spelling of both secrets.
+func TestEgressEchoedSecretsAreWiped(t *testing.T) {
+	srv := newEchoServer(t)
+	host := srv.Listener.Addr().String()
+	env := map[string]string{"TOKEN": echoToken, "KEY": echoKey}
+	e := newEgress(t, RouterConfig{LookupEnv: func(n string) (string, bool) { v, ok := env[n]; return v, ok }}, PolicySpec{
+		Net: &NetSpec{Allow: []string{host}, AllowAddresses: []string{"127.0.0.1"}},
+		Secrets: map[string]SecretSpec{"TOKEN": {FromEnv: "TOKEN", Hosts: []string{host}},
+			"KEY": {FromEnv: "KEY", Hosts: []string{host}}},
+	})
+	headers := map[string]string{"Authorization": "Bearer {{secret:TOKEN}}", "X-Key": "{{secret:KEY}}"}
+	for _, target := range echoTargets {
+		for _, form := range sortedNames(echoSpellings) {
+			t.Run(target+"/"+form, func(t *testing.T) {
+				_, raw, err, _ := e.fetch(t, fetchArgs(srv.URL+"/echo/"+target+"?form="+form, headers))
+				evs, serr := e.s.Events(e.pid, 0, 0)
+				if serr != nil {
+					t.Fatal(serr)
+				}
+				seen := map[string]string{"result": string(raw), "audit event": string(evs[len(evs)-1].Data)}
+				if err != nil {
+					seen["error"] = err.Error()
+					var se *Error
+					if errors.As(err, &se) && se.Err != nil {
+						seen["error's cause"] = se.Err.Error()
+					}
+				}
+				for where, text := range seen {
+					// Text quoted again (JSON in JSON, an error quoting a location)
+					// doubles its backslashes: every quoting is searched.
+					for q := text; strings.Contains(q, `\\`); {
+						q = strings.ReplaceAll(q, `\\`, `\`)
+						text += "\n" + q
+					}
+					for _, secret := range []string{echoToken, echoKey} {
+						for name, spell := range echoSpellings {
+							if strings.Contains(strings.ToLower(text), strings.ToLower(spell(secret))) {
+								t.Errorf("the %s holds secret %q spelled %s:\n%s", where, secret, name, text)
+							}
+						}
+					}
+				}
+				if all := seen["result"] + seen["error"] + seen["audit event"]; !strings.Contains(all, "{{secret:") && echoVisible(target, form) {
+					t.Errorf("no placeholder stands for the echoed secret: %v", seen)
+				}
+			})
+		}
+	}
+}
+
+// echoVisible says whether an echo of target in form reaches what the fetch reports.
+// A redirect location with a backslash is refused without quoting it, and a host with
+// percent-escapes likewise; every other echo is reported, with its placeholder.
+func echoVisible(target, form string) bool {
+	spelled := echoSpellings[form](echoToken)
+	switch target {
+	case "location-host", "location-badhost":
+		return !strings.ContainsAny(spelled, `\%`)
+	case "location-path", "location-query", "header-name":
+		// A server cannot send a header name with a backslash.
+		return !strings.Contains(spelled, `\`)
+	}
+	return true
+}
+
+// TestRedactSpellings: a secret is wiped "in every spelling: as-is, upper/lower case,
+// percent-encoded and JSON-escaped (\uXXXX) forms", in any mix, and only where the
+// whole value is spelled.
+func TestRedactSpellings(t *testing.T) {
+	values := []redaction{{value: "Tok/😀", name: "T"}, {value: "ab", name: "A"}}
+	cases := map[string]string{
+		`x Tok/😀 y`:                       `x {{secret:T}} y`,
+		`x tOK%2F\ud83d\ude00 y`:          `x {{secret:T}} y`,
+		`"\u0054%6f\u006B\/%F0%9F%98%80"`: `"{{secret:T}}"`,
+		`\\u0054ok/😀`:                     `{{secret:T}}`,
+		`Tok/\ud83d`:                      `Tok/\ud83d`,
+		`To%6`:                            `To%6`,
+		`AB-%41%42-\u0061b-a`:             `{{secret:A}}-{{secret:A}}-{{secret:A}}-a`,
+		`aab`:                             `a{{secret:A}}`,
+	}
+	for in, want := range cases {
+		if got := redactString(in, values); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
 	}
 }

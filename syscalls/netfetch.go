@@ -285,13 +285,19 @@ type fetchResult struct {
 	URL          string            `json:"url"`
 }
 
-func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
+func runNetFetch(ctx context.Context, c *call) (_ json.RawMessage, err error) {
 	plan, pol := c.fetch, c.caller.Policy
 	n := pol.net
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
-	// What the guest must not see: every secret value sent, for redaction.
+	// What the guest must not see: every secret value sent, for redaction. A server
+	// that received one can echo it into anything the fetch reports: the result
+	// (buildResult), the error, and the hosts and paths of the audit event.
 	var values []redaction
+	defer func() {
+		err = redactError(err, values)
+		redactNet(c.ev.Net, values)
+	}()
 	cur := plan.first
 	var prev target // the request that redirected to cur; zero for the first
 	method, body := plan.method, plan.body
@@ -523,30 +529,16 @@ func (r *Router) send(ctx context.Context, addrs []netip.Addr, t target, method 
 	return resp, connected, err
 }
 
-// redaction is a secret value that must not reach the guest, and the placeholder that
-// stands for it.
-type redaction struct {
-	value, name string
-}
-
-func redactString(s string, values []redaction) string {
-	for _, v := range values {
-		s = strings.ReplaceAll(s, v.value, "{{secret:"+v.name+"}}")
-	}
-	return s
-}
-
-func redactBytes(b []byte, values []redaction) []byte {
-	for _, v := range values {
-		b = bytes.ReplaceAll(b, []byte(v.value), []byte("{{secret:"+v.name+"}}"))
-	}
-	return b
-}
-
 func buildResult(resp *http.Response, data []byte, t target, values []redaction) fetchResult {
-	res := fetchResult{Status: resp.StatusCode, Headers: map[string]string{}, URL: t.url}
-	for k, vs := range resp.Header {
-		res.Headers[strings.ToLower(k)] = redactString(strings.ToValidUTF8(strings.Join(vs, ", "), "\uFFFD"), values)
+	res := fetchResult{Status: resp.StatusCode, Headers: map[string]string{}, URL: redactString(t.url, values)}
+	for _, k := range sortedNames(resp.Header) {
+		name := redactString(strings.ToLower(k), values)
+		v := redactString(strings.ToValidUTF8(strings.Join(resp.Header[k], ", "), "\uFFFD"), values)
+		if prev, ok := res.Headers[name]; ok {
+			// Two names that differed only by a secret's spelling.
+			v = prev + ", " + v
+		}
+		res.Headers[name] = v
 	}
 	data = redactBytes(data, values)
 	if utf8.Valid(data) {
