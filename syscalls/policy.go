@@ -131,7 +131,9 @@ type NetSpec struct {
 	MaxRedirects *int `json:"max_redirects,omitempty"`
 	// AllowAddresses are the exact non-public addresses (loopback, private, link-local,
 	// CGNAT, metadata, …) a fetch may connect to. Every other such address is refused
-	// after name resolution, whatever the host's name.
+	// after name resolution, whatever the host's name. The unspecified addresses
+	// (0.0.0.0/8, ::) and the IPv6 forms of IPv4 that are refused outright
+	// (IPv4-compatible, SIIT, Teredo) cannot be named.
 	AllowAddresses []string `json:"allow_addresses,omitempty"`
 }
 
