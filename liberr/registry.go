@@ -124,7 +124,7 @@ var registry = []registered{
 	{"run_params", "jsbundle", "A warning: run takes more than (args, libos)."},
 	{"schema_invalid", "engine", "The arguments do not satisfy the tool's input schema."},
 	{"scope_denied", "mcpserver", "The bearer token is valid but its scope does not cover the served process (HTTP 403, insufficient_scope)."},
-	{"secret_not_allowed", "syscalls", "A header names a secret the image does not declare, or one that may not go to the fetch's host; or a placeholder is outside header values."},
+	{"secret_not_allowed", "syscalls", "A header names a secret the image does not declare, or one that may not go to the fetch's host; or a placeholder is outside header values; or the secret would travel in clear text (plain http to an address that is not loopback, or a redirect from https to http)."},
 	{"secret_unavailable", "syscalls", "A declared secret has no usable value on the host."},
 	{"source_too_complex", "jsbundle", "The source nests deeper, or has more tokens, than the compiler's bounds."},
 	{"source_too_large", "jsbundle", "The source is larger than its bound."},

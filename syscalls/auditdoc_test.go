@@ -17,7 +17,8 @@ func TestAuditEventDocIsItsJSON(t *testing.T) {
 		Depth: 1, Decision: "denied", Stage: "provider", Code: "provider_failed", Reason: "r", Cause: "c",
 		Capability: "kv:write", Approval: &auditApproval{Class: "operator", Approved: true, By: "op", Reason: "ok"},
 		ResultSHA256: "cd", Net: &auditNet{Method: "GET", Host: "h:443", Path: "/p", Address: "127.0.0.1:443", Status: 200,
-			RequestBytes: 3, ResponseBytes: 4, Redirects: 1, Secrets: "S"},
+			RequestBytes: 3, ResponseBytes: 4, Redirects: 1, Secrets: "S",
+			Hops: []auditHop{{Method: "GET", Host: "g:80", Path: "/", Address: "127.0.0.1:80", Status: 302, Secrets: "S"}, {Method: "GET", Host: "h:443", Path: "/p"}}},
 		Labels: []string{"a", "b"}, DurationMicros: 7,
 	}
 	full.noteArgs(in.sent, in)

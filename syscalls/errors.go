@@ -66,9 +66,13 @@ const (
 	// CodeFetchFailed: the connection or the HTTP exchange failed.
 	CodeFetchFailed = "fetch_failed"
 	// CodeSecretNotAllowed: a header names a secret the image does not declare, or one
-	// that may not go to the fetch's host; or a placeholder is outside header values.
+	// that may not go to the fetch's host; or a placeholder is outside header values; or
+	// the secret would travel in clear text (plain http to an address that is not
+	// loopback, or a redirect from https to http).
 	CodeSecretNotAllowed = "secret_not_allowed"
-	// CodeSecretUnavailable: a declared secret has no usable value on the host.
+	// CodeSecretUnavailable: a declared secret has no usable value on the host (unset,
+	// empty, not a header value, or its file is not a regular file of at most
+	// MaxSecretFileBytes).
 	CodeSecretUnavailable = "secret_unavailable"
 	// CodeDataFlowDenied: a value carrying a label would reach a sink the image's
 	// data-flow rules forbid for it.

@@ -341,82 +341,127 @@ func resolveRedirect(from target, loc string) (target, error) {
 }
 
 // Address classes a fetch may not connect to unless the image names the exact address.
-var deniedPrefixes = func() []struct {
+var deniedPrefixes = mustPrefixes([]struct{ cidr, what string }{
+	{"0.0.0.0/8", "this-network"},
+	{"10.0.0.0/8", "private"},
+	{"100.64.0.0/10", "shared (CGNAT)"},
+	{"127.0.0.0/8", "loopback"},
+	{"169.254.0.0/16", "link-local (cloud metadata)"},
+	{"172.16.0.0/12", "private"},
+	{"192.0.0.0/24", "IETF protocol assignment"},
+	{"192.0.2.0/24", "documentation"},
+	{"192.88.99.0/24", "6to4 relay"},
+	{"192.168.0.0/16", "private"},
+	{"198.18.0.0/15", "benchmarking"},
+	{"198.51.100.0/24", "documentation"},
+	{"203.0.113.0/24", "documentation"},
+	{"224.0.0.0/4", "multicast"},
+	{"240.0.0.0/4", "reserved"},
+	{"::/128", "unspecified"},
+	{"::1/128", "loopback"},
+	{"64:ff9b:1::/48", "local NAT64"},
+	{"100::/64", "discard"},
+	{"2001:db8::/32", "documentation"},
+	{"fc00::/7", "unique local (private; cloud metadata)"},
+	{"fe80::/10", "link-local"},
+	{"ff00::/8", "multicast"},
+})
+
+// embeddingPrefixes are IPv6 ranges whose addresses carry an IPv4 address in a form
+// that no public destination needs: they are refused outright, whatever IPv4 address
+// they carry, and the image cannot name one in allow_addresses (it names the IPv4
+// address instead). The ranges whose embedded address a public destination does use
+// (the NAT64 well-known prefix, 6to4) are judged by that address (addressClass).
+var embeddingPrefixes = mustPrefixes([]struct{ cidr, what string }{
+	{"::/96", "IPv4-compatible (deprecated)"},
+	{"::ffff:0:0:0/96", "IPv4-translated (SIIT)"},
+	{"2001::/32", "Teredo"},
+})
+
+type classedPrefix struct {
 	p    netip.Prefix
 	what string
-} {
-	list := []struct{ cidr, what string }{
-		{"0.0.0.0/8", "this-network"},
-		{"10.0.0.0/8", "private"},
-		{"100.64.0.0/10", "shared (CGNAT)"},
-		{"127.0.0.0/8", "loopback"},
-		{"169.254.0.0/16", "link-local (cloud metadata)"},
-		{"172.16.0.0/12", "private"},
-		{"192.0.0.0/24", "IETF protocol assignment"},
-		{"192.0.2.0/24", "documentation"},
-		{"192.88.99.0/24", "6to4 relay"},
-		{"192.168.0.0/16", "private"},
-		{"198.18.0.0/15", "benchmarking"},
-		{"198.51.100.0/24", "documentation"},
-		{"203.0.113.0/24", "documentation"},
-		{"224.0.0.0/4", "multicast"},
-		{"240.0.0.0/4", "reserved"},
-		{"::/128", "unspecified"},
-		{"::1/128", "loopback"},
-		{"64:ff9b:1::/48", "local NAT64"},
-		{"100::/64", "discard"},
-		{"2001:db8::/32", "documentation"},
-		{"fc00::/7", "unique local (private; cloud metadata)"},
-		{"fe80::/10", "link-local"},
-		{"ff00::/8", "multicast"},
-	}
-	out := make([]struct {
-		p    netip.Prefix
-		what string
-	}, len(list))
+}
+
+func mustPrefixes(list []struct{ cidr, what string }) []classedPrefix {
+	out := make([]classedPrefix, len(list))
 	for i, l := range list {
-		out[i].p, out[i].what = netip.MustParsePrefix(l.cidr), l.what
+		out[i] = classedPrefix{netip.MustParsePrefix(l.cidr), l.what}
 	}
 	return out
-}()
+}
 
-// addressClass says why ip is not public, or "" when it is. Addresses that embed an
-// IPv4 address (IPv4-mapped, NAT64, 6to4) are judged by the address they embed.
+var (
+	nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour   = netip.MustParsePrefix("2002::/16")
+)
+
+// addressClass says why ip is not public, or "" when it is. An IPv4-mapped address
+// is the IPv4 address it maps; the NAT64 well-known prefix and 6to4 are judged by the
+// IPv4 address they embed; the other IPv6 forms that embed one (embeddingPrefixes)
+// are never public.
 func addressClass(ip netip.Addr) string {
 	ip = ip.Unmap()
-	if ip.Is6() {
-		b := ip.As16()
-		switch {
-		case netip.MustParsePrefix("64:ff9b::/96").Contains(ip):
-			if c := addressClass(netip.AddrFrom4([4]byte(b[12:16]))); c != "" {
-				return c + " (through NAT64)"
-			}
-		case netip.MustParsePrefix("2002::/16").Contains(ip):
-			if c := addressClass(netip.AddrFrom4([4]byte(b[2:6]))); c != "" {
-				return c + " (through 6to4)"
-			}
-		}
-	}
-	if ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
-		return "broadcast"
-	}
 	for _, d := range deniedPrefixes {
 		if d.p.Contains(ip) {
 			return d.what
 		}
 	}
+	if ip.Is6() {
+		b := ip.As16()
+		switch {
+		case nat64Prefix.Contains(ip):
+			if c := addressClass(netip.AddrFrom4([4]byte(b[12:16]))); c != "" {
+				return c + " (through NAT64)"
+			}
+		case sixToFour.Contains(ip):
+			if c := addressClass(netip.AddrFrom4([4]byte(b[2:6]))); c != "" {
+				return c + " (through 6to4)"
+			}
+		}
+		if what := embeddingClass(ip); what != "" {
+			return what + ", an IPv6 form of an IPv4 address"
+		}
+	}
+	if ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return "broadcast"
+	}
 	return ""
 }
 
-// parseExactAddress reads one entry of allow_addresses: a single IP, no prefix.
+// parseExactAddress reads one entry of allow_addresses: a single IP, no prefix, in
+// canonical form. An unspecified address (0.0.0.0/8, ::) is refused: a connection to
+// it reaches the host itself, so naming it would grant loopback under another name.
+// So is an IPv6 form of an IPv4 address that is refused outright (embeddingPrefixes).
 func parseExactAddress(s string) (netip.Addr, error) {
-	ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+	bare := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	ip, err := netip.ParseAddr(bare)
 	if err != nil || ip.Zone() != "" {
 		return netip.Addr{}, fmt.Errorf("%q is not an exact IP address (no prefix, no zone, no name)", s)
 	}
 	ip = ip.Unmap()
-	if ip.String() != strings.TrimSuffix(strings.TrimPrefix(s, "["), "]") {
+	if ip.String() != bare {
 		return netip.Addr{}, fmt.Errorf("%q: write the address in its canonical form %s", s, ip)
 	}
+	if ip.IsUnspecified() || netip.MustParsePrefix("0.0.0.0/8").Contains(ip) {
+		return netip.Addr{}, fmt.Errorf("%q is an unspecified (this-host) address: a connection to it reaches the host's own loopback services; name the loopback address itself if that is meant", s)
+	}
+	if what := embeddingClass(ip); what != "" {
+		return netip.Addr{}, fmt.Errorf("%q is %s, an IPv6 form of an IPv4 address that is never connected to; name the IPv4 address", s, what)
+	}
 	return ip, nil
+}
+
+// embeddingClass names the range of embeddingPrefixes ip is in, or "". :: and ::1 lie
+// in the IPv4-compatible range but are classes of their own.
+func embeddingClass(ip netip.Addr) string {
+	if ip.IsUnspecified() || ip.IsLoopback() {
+		return ""
+	}
+	for _, d := range embeddingPrefixes {
+		if d.p.Contains(ip) {
+			return d.what
+		}
+	}
+	return ""
 }

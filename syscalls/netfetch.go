@@ -50,7 +50,20 @@ type auditNet struct {
 	RequestBytes  int    `json:"request_bytes"`
 	ResponseBytes int64  `json:"response_bytes"`
 	Redirects     int    `json:"redirects,omitempty"`
-	Secrets       string `json:"secrets,omitempty"` // names substituted, never values
+	Secrets       string `json:"secrets,omitempty"` // names substituted on any request, never values
+	// Hops are the requests of the fetch in order, the first included: each redirect
+	// followed is one more, also when it was refused before being sent.
+	Hops []auditHop `json:"hops,omitempty"`
+}
+
+// auditHop is one request of a fetch.
+type auditHop struct {
+	Method  string `json:"method"`
+	Host    string `json:"host"` // canonical host:port
+	Path    string `json:"path"`
+	Address string `json:"address,omitempty"` // the vetted address connected to
+	Status  int    `json:"status,omitempty"`
+	Secrets string `json:"secrets,omitempty"` // names substituted, never values
 }
 
 // hopHeaders may not be set by a guest: they belong to the transport, and letting a
@@ -126,8 +139,8 @@ func checkFetch(c *call) error {
 			return argErr(c, fmt.Sprintf("header %s is set by the host, not the guest", canon))
 		case seen[canon]:
 			return argErr(c, fmt.Sprintf("header %s is given twice (names are case-insensitive)", canon))
-		case strings.ContainsAny(v, "\r\n\x00") || !utf8.ValidString(v):
-			return argErr(c, fmt.Sprintf("header %s has a value with CR, LF, NUL or invalid UTF-8", canon))
+		case hasControl(v) || !utf8.ValidString(v):
+			return argErr(c, fmt.Sprintf("header %s has a value with a control character (CR, LF, NUL, another C0 or DEL) or invalid UTF-8", canon))
 		}
 		seen[canon] = true
 		plan.headers = append(plan.headers, [2]string{canon, v})
@@ -138,6 +151,18 @@ func checkFetch(c *call) error {
 	c.ev.Net.RequestBytes = len(body)
 	c.fetch = plan
 	return nil
+}
+
+// hasControl reports whether s holds a control character: C0 (CR, LF, NUL, tab, …) or
+// DEL. None belongs in a header value a guest or a secret supplies: CR and LF split
+// the header, and the others are refused by servers in ways that differ from ours.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 func hostAllowed(allow []hostPattern, t target) bool {
@@ -202,19 +227,53 @@ func (r *Router) readSecret(s *secret) (string, error) {
 		}
 		v = val
 	default:
-		b, err := os.ReadFile(s.fromFile)
+		b, err := readSecretFile(s.fromFile)
 		if err != nil {
-			return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: its file cannot be read on the host", s.name))
+			return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: %v", s.name, err))
 		}
 		v = strings.TrimRight(string(b), "\r\n")
 		if v == "" {
 			return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: its file is empty", s.name))
 		}
 	}
-	if strings.ContainsAny(v, "\r\n\x00") {
-		return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: its value cannot be a header value (CR, LF or NUL)", s.name))
+	if hasControl(v) || !utf8.ValidString(v) {
+		return "", netErr(CodeSecretUnavailable, fmt.Sprintf("secret %s: its value cannot be a header value (a control character or invalid UTF-8)", s.name))
 	}
 	return v, nil
+}
+
+// MaxSecretFileBytes bounds a secret's file: a secret is a token or a key, not a
+// document.
+const MaxSecretFileBytes = 16 << 10
+
+// readSecretFile reads a from_file secret. It opens without blocking and checks what
+// it opened, so a FIFO (which would block the fetch forever) or a device (/dev/zero,
+// which would fill memory) is refused, and it reads at most MaxSecretFileBytes. Its
+// errors do not name the path or say what the file system said: they reach the guest.
+func readSecretFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, errors.New("its file cannot be opened on the host")
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, errors.New("its file cannot be read on the host")
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("its file is not a regular file")
+	}
+	if fi.Size() > MaxSecretFileBytes {
+		return nil, fmt.Errorf("its file is larger than %d bytes", MaxSecretFileBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxSecretFileBytes+1))
+	if err != nil {
+		return nil, errors.New("its file cannot be read on the host")
+	}
+	if len(b) > MaxSecretFileBytes {
+		return nil, fmt.Errorf("its file is larger than %d bytes", MaxSecretFileBytes)
+	}
+	return b, nil
 }
 
 // fetchResult is net.fetch's result.
@@ -226,18 +285,29 @@ type fetchResult struct {
 	URL          string            `json:"url"`
 }
 
-func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
+func runNetFetch(ctx context.Context, c *call) (_ json.RawMessage, err error) {
 	plan, pol := c.fetch, c.caller.Policy
 	n := pol.net
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
-	// What the guest must not see: every secret value sent, for redaction.
+	// What the guest must not see: every secret value sent, for redaction. A server
+	// that received one can echo it into anything the fetch reports: the result
+	// (buildResult), the error, and the hosts and paths of the audit event.
 	var values []redaction
+	defer func() {
+		err = redactError(err, values)
+		redactNet(c.ev.Net, values)
+	}()
 	cur := plan.first
+	var prev target // the request that redirected to cur; zero for the first
 	method, body := plan.method, plan.body
+	var sent []string // the names of the secrets sent on any request
 	for hop := 0; ; hop++ {
+		c.ev.Net.Hops = append(c.ev.Net.Hops, auditHop{Method: method, Host: cur.authority(), Path: cur.path})
+		rec := &c.ev.Net.Hops[hop]
 		if hop > 0 {
 			c.ev.Net.Host, c.ev.Net.Path, c.ev.Net.Method, c.ev.Net.Redirects = cur.authority(), cur.path, method, hop
+			c.ev.Net.Address, c.ev.Net.Status = "", 0
 			if !hostAllowed(n.allow, cur) {
 				return nil, c.deny(netErr(CodeHostNotAllowed, fmt.Sprintf("redirect %d goes to %s, which is not in the image's allow-list", hop, cur.authority())))
 			}
@@ -262,20 +332,29 @@ func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
 		}
 		if len(used) > 0 {
 			sort.Strings(used)
-			c.ev.Net.Secrets = strings.Join(slicesCompact(used), ",")
+			rec.Secrets = strings.Join(slicesCompact(used), ",")
+			sent = append(sent, used...)
+			sort.Strings(sent)
+			c.ev.Net.Secrets = strings.Join(slicesCompact(sent), ",")
 		}
 		addrs, err := c.router.vet(ctx, n, cur)
 		if err != nil {
 			return nil, c.deny(err)
 		}
+		if len(used) > 0 {
+			if err := clearTextSecrets(cur, prev, addrs, used); err != nil {
+				return nil, c.deny(err)
+			}
+		}
 		resp, addr, err := c.router.send(ctx, addrs, cur, method, headers, body, n)
 		if addr.IsValid() {
 			c.ev.Net.Address = netip.AddrPortFrom(addr, uint16(cur.port)).String()
+			rec.Address = c.ev.Net.Address
 		}
 		if err != nil {
 			return nil, fetchFailure(ctx, err, values)
 		}
-		c.ev.Net.Status = resp.StatusCode
+		c.ev.Net.Status, rec.Status = resp.StatusCode, resp.StatusCode
 		c.noteLabels(pol.hostLabels(cur))
 		if loc := resp.Header.Get("Location"); isRedirect(resp.StatusCode) && loc != "" {
 			resp.Body.Close()
@@ -289,7 +368,7 @@ func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
 			if resp.StatusCode == 303 || (resp.StatusCode == 301 || resp.StatusCode == 302) && method != "GET" && method != "HEAD" {
 				method, body = "GET", nil
 			}
-			cur = next
+			prev, cur = cur, next
 			continue
 		}
 		defer resp.Body.Close()
@@ -306,6 +385,26 @@ func runNetFetch(ctx context.Context, c *call) (json.RawMessage, error) {
 		}
 		return json.Marshal(buildResult(resp, data, cur, values))
 	}
+}
+
+// clearTextSecrets refuses to send secrets (names used) to t over plain http unless
+// every address it may connect to (addrs, vetted) is loopback, and never on a
+// redirect from https: a secret leaves the host in clear text only to the host
+// itself. prev is the request that redirected to t, zero for the first.
+func clearTextSecrets(t, prev target, addrs []netip.Addr, used []string) error {
+	if t.scheme != "http" {
+		return nil
+	}
+	names := strings.Join(slicesCompact(used), ", ")
+	if prev.scheme == "https" {
+		return netErr(CodeSecretNotAllowed, fmt.Sprintf("a redirect from https goes to plain http (%s); secret %s is not sent in clear text", t.authority(), names))
+	}
+	for _, a := range addrs {
+		if !a.IsLoopback() {
+			return netErr(CodeSecretNotAllowed, fmt.Sprintf("secret %s would go over plain http to %s, which is not a loopback address; use https", names, a))
+		}
+	}
+	return nil
 }
 
 func slicesCompact(s []string) []string {
@@ -430,30 +529,16 @@ func (r *Router) send(ctx context.Context, addrs []netip.Addr, t target, method 
 	return resp, connected, err
 }
 
-// redaction is a secret value that must not reach the guest, and the placeholder that
-// stands for it.
-type redaction struct {
-	value, name string
-}
-
-func redactString(s string, values []redaction) string {
-	for _, v := range values {
-		s = strings.ReplaceAll(s, v.value, "{{secret:"+v.name+"}}")
-	}
-	return s
-}
-
-func redactBytes(b []byte, values []redaction) []byte {
-	for _, v := range values {
-		b = bytes.ReplaceAll(b, []byte(v.value), []byte("{{secret:"+v.name+"}}"))
-	}
-	return b
-}
-
 func buildResult(resp *http.Response, data []byte, t target, values []redaction) fetchResult {
-	res := fetchResult{Status: resp.StatusCode, Headers: map[string]string{}, URL: t.url}
-	for k, vs := range resp.Header {
-		res.Headers[strings.ToLower(k)] = redactString(strings.ToValidUTF8(strings.Join(vs, ", "), "\uFFFD"), values)
+	res := fetchResult{Status: resp.StatusCode, Headers: map[string]string{}, URL: redactString(t.url, values)}
+	for _, k := range sortedNames(resp.Header) {
+		name := redactString(strings.ToLower(k), values)
+		v := redactString(strings.ToValidUTF8(strings.Join(resp.Header[k], ", "), "\uFFFD"), values)
+		if prev, ok := res.Headers[name]; ok {
+			// Two names that differed only by a secret's spelling.
+			v = prev + ", " + v
+		}
+		res.Headers[name] = v
 	}
 	data = redactBytes(data, values)
 	if utf8.Valid(data) {

@@ -131,12 +131,16 @@ type NetSpec struct {
 	MaxRedirects *int `json:"max_redirects,omitempty"`
 	// AllowAddresses are the exact non-public addresses (loopback, private, link-local,
 	// CGNAT, metadata, …) a fetch may connect to. Every other such address is refused
-	// after name resolution, whatever the host's name.
+	// after name resolution, whatever the host's name. The unspecified addresses
+	// (0.0.0.0/8, ::) and the IPv6 forms of IPv4 that are refused outright
+	// (IPv4-compatible, SIIT, Teredo) cannot be named.
 	AllowAddresses []string `json:"allow_addresses,omitempty"`
 }
 
 // SecretSpec is one secret: where its value is read from on the host (exactly one of
-// FromEnv and FromFile) and the hosts it may be sent to.
+// FromEnv and FromFile) and the hosts it may be sent to. FromFile is an absolute path
+// to a regular file of at most MaxSecretFileBytes (a FIFO or a device is refused),
+// read each time the secret is sent, its trailing line end dropped.
 type SecretSpec struct {
 	FromEnv  string   `json:"from_env,omitempty"`
 	FromFile string   `json:"from_file,omitempty"`

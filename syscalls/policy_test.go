@@ -42,16 +42,20 @@ func TestCanonicalHosts(t *testing.T) {
 }
 
 // TestAddressClasses: "loopback, link-local, private, CGNAT, metadata addresses refused
-// unless the image allows that exact address".
+// unless the image allows that exact address"; an IPv6 address that embeds an IPv4
+// one is refused outright (IPv4-compatible, SIIT, Teredo) or judged by the address it
+// embeds (NAT64's well-known prefix, 6to4).
 func TestAddressClasses(t *testing.T) {
 	denied := []string{"127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "100.64.0.1", "169.254.169.254",
-		"0.0.0.0", "::1", "::", "fe80::1", "fd00:ec2::254", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::", "255.255.255.255", "224.0.0.1"}
+		"0.0.0.0", "::1", "::", "fe80::1", "fd00:ec2::254", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::", "255.255.255.255", "224.0.0.1",
+		// IPv6 forms that embed an IPv4 address: IPv4-compatible, SIIT, NAT64, Teredo.
+		"::7f00:1", "::127.0.0.1", "::a00:1", "::ffff:0:7f00:1", "::ffff:0:8.8.8.8", "64:ff9b::7f00:1", "2001:0:7f00:1::1", "2001:0:4136:e378:8000:63bf:80ff:fffe"}
 	for _, a := range denied {
 		if addressClass(netip.MustParseAddr(a)) == "" {
 			t.Errorf("%s is treated as public", a)
 		}
 	}
-	for _, a := range []string{"93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946", "1.1.1.1"} {
+	for _, a := range []string{"93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946", "1.1.1.1", "64:ff9b::808:808", "2002:808:808::1"} {
 		if c := addressClass(netip.MustParseAddr(a)); c != "" {
 			t.Errorf("%s is refused as %s", a, c)
 		}

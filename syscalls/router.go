@@ -557,6 +557,23 @@ func (ev *auditEvent) doc() (jsonexact.Doc, error) {
 		if n.Secrets != "" {
 			nm = append(nm, jsonexact.Member{Key: "secrets", Val: jsonexact.Str(n.Secrets)})
 		}
+		if len(n.Hops) > 0 {
+			hops := make([]jsonexact.Value, len(n.Hops))
+			for i, h := range n.Hops {
+				hm := []jsonexact.Member{{Key: "method", Val: jsonexact.Str(h.Method)}, {Key: "host", Val: jsonexact.Str(h.Host)}, {Key: "path", Val: jsonexact.Str(h.Path)}}
+				if h.Address != "" {
+					hm = append(hm, jsonexact.Member{Key: "address", Val: jsonexact.Str(h.Address)})
+				}
+				if h.Status != 0 {
+					hm = append(hm, jsonexact.Member{Key: "status", Val: jsonexact.Int(int64(h.Status))})
+				}
+				if h.Secrets != "" {
+					hm = append(hm, jsonexact.Member{Key: "secrets", Val: jsonexact.Str(h.Secrets)})
+				}
+				hops[i] = jsonexact.Obj(hm...)
+			}
+			nm = append(nm, jsonexact.Member{Key: "hops", Val: jsonexact.Value{Kind: jsonexact.Array, A: hops}})
+		}
 		add("net", jsonexact.Obj(nm...))
 	}
 	if len(ev.Labels) > 0 {
