@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/agentlibos/libos/internal/regfile"
 	"github.com/agentlibos/libos/liberr"
 )
 
@@ -251,27 +251,16 @@ const MaxSecretFileBytes = 16 << 10
 // which would fill memory) is refused, and it reads at most MaxSecretFileBytes. Its
 // errors do not name the path or say what the file system said: they reach the guest.
 func readSecretFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, errors.New("its file cannot be opened on the host")
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, errors.New("its file cannot be read on the host")
-	}
-	if !fi.Mode().IsRegular() {
+	b, err := regfile.Read(path, MaxSecretFileBytes)
+	var notReg *regfile.NotRegularError
+	var tooLarge *regfile.TooLargeError
+	switch {
+	case errors.As(err, &notReg):
 		return nil, errors.New("its file is not a regular file")
-	}
-	if fi.Size() > MaxSecretFileBytes {
+	case errors.As(err, &tooLarge):
 		return nil, fmt.Errorf("its file is larger than %d bytes", MaxSecretFileBytes)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxSecretFileBytes+1))
-	if err != nil {
+	case err != nil:
 		return nil, errors.New("its file cannot be read on the host")
-	}
-	if len(b) > MaxSecretFileBytes {
-		return nil, fmt.Errorf("its file is larger than %d bytes", MaxSecretFileBytes)
 	}
 	return b, nil
 }

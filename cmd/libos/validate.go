@@ -13,12 +13,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	los "github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/internal/regfile"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/tools"
 )
@@ -142,7 +142,7 @@ func expandArgs(args []string) ([]string, error) {
 		}
 		if !fi.IsDir() {
 			if !fi.Mode().IsRegular() {
-				return nil, usageErr("%s: not a regular file (%s); a candidate is a JSON file", printable(a), fileKind(fi.Mode()))
+				return nil, usageErr("%s: not a regular file (%s); a candidate is a JSON file", printable(a), regfile.Kind(fi.Mode()))
 			}
 			files = append(files, a)
 			continue
@@ -161,7 +161,7 @@ func expandArgs(args []string) ([]string, error) {
 				return nil, usageErr("%v", err)
 			}
 			if !fi.Mode().IsRegular() {
-				return nil, usageErr("%s: not a regular file (%s); a candidate is a JSON file", printable(filepath.Join(a, de.Name())), fileKind(fi.Mode()))
+				return nil, usageErr("%s: not a regular file (%s); a candidate is a JSON file", printable(filepath.Join(a, de.Name())), regfile.Kind(fi.Mode()))
 			}
 			names = append(names, de.Name())
 		}
@@ -358,43 +358,20 @@ func precheck(raws [][]byte, started <-chan struct{}) {
 // device in between cannot hang or flood the run, and it reads at most
 // maxCandidateFileBytes.
 func readCandidateFile(file string) ([]byte, error) {
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, usageErr("%v", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, usageErr("%v", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, usageErr("%s: not a regular file (%s); a candidate is a JSON file", printable(file), fileKind(fi.Mode()))
-	}
-	if fi.Size() > maxCandidateFileBytes {
-		return nil, usageErr("%s: %d bytes, more than the %d-byte limit of a candidate file", printable(file), fi.Size(), maxCandidateFileBytes)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxCandidateFileBytes+1))
-	if err != nil {
-		return nil, usageErr("%v", err)
-	}
-	if len(b) > maxCandidateFileBytes {
+	b, err := regfile.Read(file, maxCandidateFileBytes)
+	var notReg *regfile.NotRegularError
+	var tooLarge *regfile.TooLargeError
+	switch {
+	case errors.As(err, &notReg):
+		return nil, usageErr("%s: not a regular file (%s); a candidate is a JSON file", printable(file), notReg.Kind)
+	case errors.As(err, &tooLarge) && tooLarge.Size >= 0:
+		return nil, usageErr("%s: %d bytes, more than the %d-byte limit of a candidate file", printable(file), tooLarge.Size, maxCandidateFileBytes)
+	case errors.As(err, &tooLarge):
 		return nil, usageErr("%s: more than the %d-byte limit of a candidate file", printable(file), maxCandidateFileBytes)
+	case err != nil:
+		return nil, usageErr("%v", err)
 	}
 	return b, nil
-}
-
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "mode " + m.String()
 }
 
 // interrupted is the outcome of a run stopped by SIGINT or SIGTERM: no report, exit 2.
