@@ -176,7 +176,10 @@ func (e *Engine) resolve(l Limits) Limits {
 // Run runs program, a JavaScript script that defines a function run, as
 // run(JSON.parse(args), libos) in a JavaScript runtime and context that no earlier call
 // touched (the instance's memory is restored to the prepared snapshot after every call,
-// not rebuilt), awaiting the result when run is async. args must be a JSON object; nil or empty means {}. sys
+// not rebuilt), awaiting the result when run is async. args must be exact JSON
+// (internal/jsonexact: valid UTF-8, no lone surrogate escape, no repeated key, nesting
+// within jsonexact.DefaultMaxDepth) holding an object, else the call fails with
+// CodeArgsInvalid before the program runs; nil or empty means {}. sys
 // receives the guest's syscalls; nil makes every syscall reject with CodeUnknownSyscall.
 //
 // A failure of the program (it does not parse, throws, returns something that is not
@@ -216,22 +219,26 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 		args = json.RawMessage("{}")
 	}
 	res := &Result{}
+	// The arguments reach the guest as text, which its JSON.parse reads leniently (the
+	// last of two equal keys wins, a lone surrogate escape becomes a string no UTF-8
+	// text holds): they are decoded here exactly, as the kernel decodes a call's, so
+	// that the program sees the value its caller checked and recorded. A Doc is exact
+	// JSON by construction and is not parsed again.
+	var argv jsonexact.Value
 	if doc != nil {
-		// Exact JSON by construction: no JSON check, and the number scan walks the
-		// decoded value instead of parsing the text.
-		if doc.Kind() != jsonexact.Object {
-			return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"})
-		}
-		if ptr, num, became, bad := jsonexact.InexactValue(doc.Value(), args); bad {
-			return res, nil, asError(inexactError("arguments", ptr, num, became))
-		}
+		argv = doc.Value()
 	} else {
-		if !json.Valid(args) || args[0] != '{' {
-			return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"})
+		v, derr := jsonexact.Decode(args, maxArgsDepth)
+		if derr != nil {
+			return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments are not exact JSON: " + liberr.Clip(derr.Error(), maxErrorText)})
 		}
-		if ptr, num, became, bad := jsonexact.Inexact(args); bad {
-			return res, nil, asError(inexactError("arguments", ptr, num, became))
-		}
+		argv = v
+	}
+	if argv.Kind != jsonexact.Object {
+		return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments must be a JSON object, got " + argv.Kind.String()})
+	}
+	if ptr, num, became, bad := jsonexact.InexactValue(argv, args); bad {
+		return res, nil, asError(inexactError("arguments", ptr, num, became))
 	}
 	if ctx.Err() != nil {
 		return res, nil, asError(&Fault{Code: CodeCanceled, Message: "context done before the call started"})
@@ -334,6 +341,11 @@ func (e *Engine) call(ctx context.Context, in *instance, c *call, program string
 		return &Fault{Code: CodeTrap, Message: fmt.Sprintf("guest returned unknown status %d", status)}
 	}
 }
+
+// maxArgsDepth bounds the nesting of arguments given as text: the bound of every
+// other JSON the guest boundary carries (syscall arguments, tapes). The kernel's own
+// bound (engine.Limits.MaxDepth) is tighter by default.
+const maxArgsDepth = jsonexact.DefaultMaxDepth
 
 // maxOutputDepth bounds the nesting of a guest's output: encoding/json's own bound,
 // which json.Valid applied before the output was decoded exactly.
