@@ -55,7 +55,9 @@ func TestRunArgsAreExactJSON(t *testing.T) {
 	}
 	// The bound itself is accepted, and what the program sees is what was sent.
 	args := `{"a":` + deep(jsonexact.DefaultMaxDepth-1) + `,"s":"\ud83d\ude00é"}`
-	sys := syscallFunc(func(context.Context, string, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`null`), nil })
+	sys := syscallFunc(func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`null`), nil
+	})
 	res, err := e.Run(hostCtx(t), program, json.RawMessage(args), sys, Options{})
 	if err != nil {
 		t.Fatalf("arguments nested %d deep: %v", jsonexact.DefaultMaxDepth, err)
