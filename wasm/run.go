@@ -312,15 +312,21 @@ func (e *Engine) call(ctx context.Context, in *instance, c *call, program string
 	if err != nil {
 		return err
 	}
-	out, err := in.output(ctx)
+	// A result is measured before it is copied: one over the bound stays in the
+	// guest's memory, which the restore discards, and never costs the host its size.
+	bound := math.MaxInt
+	if status == 0 {
+		bound = lim.OutputBytes
+	}
+	out, n, err := in.output(ctx, bound)
 	if err != nil {
 		return err
 	}
 	switch status {
 	case 0:
-		if len(out) > lim.OutputBytes {
+		if n > lim.OutputBytes {
 			return &Fault{Code: CodeLimitExceeded, Limit: LimitOutput,
-				Message: fmt.Sprintf("result is %d bytes of JSON, over the limit of %d", len(out), lim.OutputBytes)}
+				Message: fmt.Sprintf("result is %d bytes of JSON, over the limit of %d", n, lim.OutputBytes)}
 		}
 		// The guest's output is untrusted and is parsed once, here: exactly, so that
 		// the caller gets the value (Result.Doc). What is not JSON at all is a broken
@@ -384,7 +390,7 @@ func (e *Engine) bytecode(ctx context.Context, in *instance, c *call, program st
 	if err != nil {
 		return nil, 0, err
 	}
-	out, err := in.output(ctx)
+	out, _, err := in.output(ctx, math.MaxInt)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -455,26 +461,30 @@ func (in *instance) write(ctx context.Context, b []byte) (uint32, error) {
 	return p, nil
 }
 
-// output copies the guest's output buffer.
-func (in *instance) output(ctx context.Context) ([]byte, error) {
+// output copies the guest's output buffer and returns its length n; a buffer longer
+// than bound bytes is not copied (out is nil).
+func (in *instance) output(ctx context.Context, bound int) (out []byte, n int, err error) {
 	in.idleFuel()
 	st := in.stack[:1]
 	if err := in.outPtr.CallWithStack(ctx, st); err != nil {
 		in.broken = true
-		return nil, &Fault{Code: CodeTrap, Message: firstLine(err)}
+		return nil, 0, &Fault{Code: CodeTrap, Message: firstLine(err)}
 	}
 	p := api.DecodeU32(st[0])
 	if err := in.outLen.CallWithStack(ctx, st); err != nil {
 		in.broken = true
-		return nil, &Fault{Code: CodeTrap, Message: firstLine(err)}
+		return nil, 0, &Fault{Code: CodeTrap, Message: firstLine(err)}
 	}
-	n := api.DecodeU32(st[0])
-	b, ok := in.mem.Read(p, n)
+	size := api.DecodeU32(st[0])
+	b, ok := in.mem.Read(p, size)
 	if !ok {
 		in.broken = true
-		return nil, &Fault{Code: CodeTrap, Message: "guest output out of range"}
+		return nil, 0, &Fault{Code: CodeTrap, Message: "guest output out of range"}
 	}
-	return bytes.Clone(b), nil
+	if len(b) > bound {
+		return nil, len(b), nil
+	}
+	return bytes.Clone(b), len(b), nil
 }
 
 // idleFuel gives the host's own calls into the guest (allocating the input, reading the
