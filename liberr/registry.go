@@ -31,7 +31,7 @@ var registry = []registered{
 	{"approval_denied", "engine syscalls", "The operator denied the call, no approver is available, or the approval found does not apply to it (other arguments, another tool definition)."},
 	{"approval_required", "engine", "The call needs an approval its client was asked for (an MCP input_required result); the client answers by retrying the call with the decision. The approval stays pending, and the operator can decide it too."},
 	{"approval_timeout", "engine syscalls", "No operator decision arrived before the deadline; a timeout denies."},
-	{"args_invalid", "wasm", "The arguments are not a JSON object."},
+	{"args_invalid", "wasm", "The arguments are not exact JSON (invalid UTF-8, a lone surrogate escape, a repeated key, nesting too deep) or not a JSON object; the program did not run."},
 	{"argument_invalid", "syscalls", "The arguments do not match the route's argument schema, or a bound the schema cannot express (byte sizes, time zone names, cursors)."},
 	{"audit_failed", "syscalls", "The decision could not be recorded; nothing unaudited is acknowledged, so the call fails."},
 	{"auth_required", "mcpserver", "An HTTP request to an MCP server that requires authorization carries no bearer token (HTTP 401, with a WWW-Authenticate challenge naming the resource metadata)."},

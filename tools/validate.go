@@ -492,7 +492,13 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 	}
 	if path, what, same := jsonexact.Diff(tc.expected, got); !same {
 		tr.Observed = observed(res.Value)
-		return fail(CodeExpectedMismatch, fmt.Sprintf("returned value differs from expected at %s: %s", path, what), nil, path)
+		msg := fmt.Sprintf("returned value differs from expected at %s: %s", path, what)
+		// An expected number no JavaScript number equals makes the test one no
+		// program passes: the mismatch says so, rather than blame the program.
+		if note := jsonexact.DiffNote(tc.expected); note != "" {
+			msg += " (" + note + ")"
+		}
+		return fail(CodeExpectedMismatch, msg, nil, path)
 	}
 	tr.OK = true
 	return tr

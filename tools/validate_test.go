@@ -180,3 +180,35 @@ func TestValidationWallTime(t *testing.T) {
 		t.Fatalf("%s", mustJSON(r))
 	}
 }
+
+// "A test that can never pass says why": a test whose expected value holds a number
+// no JavaScript number equals still fails as expected_mismatch, and its message adds
+// what JavaScript reads the number as, so that the program is not blamed for it.
+func TestValidateExpectedNumberNoProgramReturns(t *testing.T) {
+	v := fixedValidator(t)
+	for _, c := range []struct{ args, expected, note string }{
+		{`{"n":9007199254740991}`, `{"n":9007199254740993}`, "(no JavaScript number is 9007199254740993 (at $.n): JavaScript reads it as 9007199254740992; no program can return it)"},
+		{`{"n":-0.9}`, `{"n":0.10000000000000001}`, "(no JavaScript number is 0.10000000000000001 (at $.n): JavaScript reads it as 0.1; no program can return it)"},
+		{`{"n":1}`, `{"n":1e400}`, "(no JavaScript number is 1e400 (at $.n): it overflows a double, and JavaScript reads it as Infinity, which is not JSON; no program can return it)"},
+		{`{"n":-1}`, `{"n":1e-400}`, "(no JavaScript number is 1e-400 (at $.n): it is below the smallest double, and JavaScript reads it as 0; no program can return it)"},
+		// An ordinary mismatch has no note.
+		{`{"n":2}`, `{"n":4}`, ""},
+	} {
+		cand := loadCandidate(t, "bad_wrong_expected.json")
+		cand.Tests = json.RawMessage(`[{"args":` + c.args + `,"expected":` + c.expected + `,"syscalls":[]}]`)
+		r := v.Validate(context.Background(), cand)
+		if r.OK || len(r.Errors) == 0 {
+			t.Fatalf("%s: the test passed: %s", c.expected, mustJSON(r))
+		}
+		d := r.Errors[0]
+		if d.Code != tools.CodeExpectedMismatch || d.Path != "$.n" || !strings.HasPrefix(d.Message, "test 0: returned value differs from expected at $.n: expected ") {
+			t.Fatalf("%s: diagnostic %s", c.expected, mustJSON(d))
+		}
+		if c.note == "" && strings.Contains(d.Message, "no JavaScript number") {
+			t.Fatalf("%s: an ordinary mismatch has a note: %s", c.expected, d.Message)
+		}
+		if !strings.HasSuffix(d.Message, c.note) {
+			t.Fatalf("%s: message %q does not end with %q", c.expected, d.Message, c.note)
+		}
+	}
+}

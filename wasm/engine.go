@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -595,7 +596,7 @@ func (in *instance) prepare(ctx context.Context) ([]byte, uint32, error) {
 	}
 	from := int32(r[0])
 	if from < 0 {
-		out, _ := in.output(ctx)
+		out, _, _ := in.output(ctx, math.MaxInt)
 		return nil, 0, fmt.Errorf("wasm: prepare instance: the guest failed: %s", out)
 	}
 	size := in.mem.Size()

@@ -18,7 +18,9 @@ const (
 	CodeNotJSON = "not_json"
 	// CodeUnsettled: run returned a Promise that never settled.
 	CodeUnsettled = "unsettled"
-	// CodeArgsInvalid: the arguments are not a JSON object.
+	// CodeArgsInvalid: the arguments are not exact JSON (invalid UTF-8, a lone surrogate
+	// escape, a repeated key, nesting too deep: the message says what and at which
+	// byte), or not an object. They are refused before the program runs.
 	CodeArgsInvalid = "args_invalid"
 	// CodeLimitExceeded: a per-call limit was hit; Limit names which one.
 	CodeLimitExceeded = string(liberr.CodeLimitExceeded)

@@ -10,13 +10,14 @@ import (
 // boundary": an exact output comes with its decoding (Result.Doc), the same text the
 // guest wrote; JSON that is not exact (a lone surrogate, which JSON.stringify writes
 // as an escape) still comes back as text, without a Doc, for the caller's own exact
-// check to refuse; neither is a trap.
+// check to refuse; neither is a trap. Arguments given as text are parsed once too,
+// where they enter (Run decodes them exactly).
 func TestOutputIsDecodedOnceAtTheBoundary(t *testing.T) {
 	e := hostTestEngine(t)
 	before := jsonexact.Decodes()
 	res := mustRun(t, e, `function run() { return {b: [1, "é", null], a: 1.5, s: "x\ny"}; }`, `{}`, nil, Options{})
-	if n := jsonexact.Decodes() - before; n != 1 {
-		t.Fatalf("a run parsed %d documents, want 1 (its output)", n)
+	if n := jsonexact.Decodes() - before; n != 2 {
+		t.Fatalf("a run parsed %d documents, want 2 (its arguments and its output)", n)
 	}
 	if res.Doc.IsZero() || res.Doc.Text() != string(res.Value) {
 		t.Fatalf("Doc = %q, Value = %s", res.Doc.Text(), res.Value)

@@ -176,7 +176,10 @@ func (e *Engine) resolve(l Limits) Limits {
 // Run runs program, a JavaScript script that defines a function run, as
 // run(JSON.parse(args), libos) in a JavaScript runtime and context that no earlier call
 // touched (the instance's memory is restored to the prepared snapshot after every call,
-// not rebuilt), awaiting the result when run is async. args must be a JSON object; nil or empty means {}. sys
+// not rebuilt), awaiting the result when run is async. args must be exact JSON
+// (internal/jsonexact: valid UTF-8, no lone surrogate escape, no repeated key, nesting
+// within jsonexact.DefaultMaxDepth) holding an object, else the call fails with
+// CodeArgsInvalid before the program runs; nil or empty means {}. sys
 // receives the guest's syscalls; nil makes every syscall reject with CodeUnknownSyscall.
 //
 // A failure of the program (it does not parse, throws, returns something that is not
@@ -216,22 +219,26 @@ func (e *Engine) run(ctx context.Context, program string, args json.RawMessage, 
 		args = json.RawMessage("{}")
 	}
 	res := &Result{}
+	// The arguments reach the guest as text, which its JSON.parse reads leniently (the
+	// last of two equal keys wins, a lone surrogate escape becomes a string no UTF-8
+	// text holds): they are decoded here exactly, as the kernel decodes a call's, so
+	// that the program sees the value its caller checked and recorded. A Doc is exact
+	// JSON by construction and is not parsed again.
+	var argv jsonexact.Value
 	if doc != nil {
-		// Exact JSON by construction: no JSON check, and the number scan walks the
-		// decoded value instead of parsing the text.
-		if doc.Kind() != jsonexact.Object {
-			return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"})
-		}
-		if ptr, num, became, bad := jsonexact.InexactValue(doc.Value(), args); bad {
-			return res, nil, asError(inexactError("arguments", ptr, num, became))
-		}
+		argv = doc.Value()
 	} else {
-		if !json.Valid(args) || args[0] != '{' {
-			return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments must be a JSON object"})
+		v, derr := jsonexact.Decode(args, maxArgsDepth)
+		if derr != nil {
+			return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments are not exact JSON: " + liberr.Clip(derr.Error(), maxErrorText)})
 		}
-		if ptr, num, became, bad := jsonexact.Inexact(args); bad {
-			return res, nil, asError(inexactError("arguments", ptr, num, became))
-		}
+		argv = v
+	}
+	if argv.Kind != jsonexact.Object {
+		return res, nil, asError(&Fault{Code: CodeArgsInvalid, Message: "arguments must be a JSON object, got " + argv.Kind.String()})
+	}
+	if ptr, num, became, bad := jsonexact.InexactValue(argv, args); bad {
+		return res, nil, asError(inexactError("arguments", ptr, num, became))
 	}
 	if ctx.Err() != nil {
 		return res, nil, asError(&Fault{Code: CodeCanceled, Message: "context done before the call started"})
@@ -305,15 +312,21 @@ func (e *Engine) call(ctx context.Context, in *instance, c *call, program string
 	if err != nil {
 		return err
 	}
-	out, err := in.output(ctx)
+	// A result is measured before it is copied: one over the bound stays in the
+	// guest's memory, which the restore discards, and never costs the host its size.
+	bound := math.MaxInt
+	if status == 0 {
+		bound = lim.OutputBytes
+	}
+	out, n, err := in.output(ctx, bound)
 	if err != nil {
 		return err
 	}
 	switch status {
 	case 0:
-		if len(out) > lim.OutputBytes {
+		if n > lim.OutputBytes {
 			return &Fault{Code: CodeLimitExceeded, Limit: LimitOutput,
-				Message: fmt.Sprintf("result is %d bytes of JSON, over the limit of %d", len(out), lim.OutputBytes)}
+				Message: fmt.Sprintf("result is %d bytes of JSON, over the limit of %d", n, lim.OutputBytes)}
 		}
 		// The guest's output is untrusted and is parsed once, here: exactly, so that
 		// the caller gets the value (Result.Doc). What is not JSON at all is a broken
@@ -334,6 +347,11 @@ func (e *Engine) call(ctx context.Context, in *instance, c *call, program string
 		return &Fault{Code: CodeTrap, Message: fmt.Sprintf("guest returned unknown status %d", status)}
 	}
 }
+
+// maxArgsDepth bounds the nesting of arguments given as text: the bound of every
+// other JSON the guest boundary carries (syscall arguments, tapes). The kernel's own
+// bound (engine.Limits.MaxDepth) is tighter by default.
+const maxArgsDepth = jsonexact.DefaultMaxDepth
 
 // maxOutputDepth bounds the nesting of a guest's output: encoding/json's own bound,
 // which json.Valid applied before the output was decoded exactly.
@@ -372,7 +390,7 @@ func (e *Engine) bytecode(ctx context.Context, in *instance, c *call, program st
 	if err != nil {
 		return nil, 0, err
 	}
-	out, err := in.output(ctx)
+	out, _, err := in.output(ctx, math.MaxInt)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -443,26 +461,30 @@ func (in *instance) write(ctx context.Context, b []byte) (uint32, error) {
 	return p, nil
 }
 
-// output copies the guest's output buffer.
-func (in *instance) output(ctx context.Context) ([]byte, error) {
+// output copies the guest's output buffer and returns its length n; a buffer longer
+// than bound bytes is not copied (out is nil).
+func (in *instance) output(ctx context.Context, bound int) (out []byte, n int, err error) {
 	in.idleFuel()
 	st := in.stack[:1]
 	if err := in.outPtr.CallWithStack(ctx, st); err != nil {
 		in.broken = true
-		return nil, &Fault{Code: CodeTrap, Message: firstLine(err)}
+		return nil, 0, &Fault{Code: CodeTrap, Message: firstLine(err)}
 	}
 	p := api.DecodeU32(st[0])
 	if err := in.outLen.CallWithStack(ctx, st); err != nil {
 		in.broken = true
-		return nil, &Fault{Code: CodeTrap, Message: firstLine(err)}
+		return nil, 0, &Fault{Code: CodeTrap, Message: firstLine(err)}
 	}
-	n := api.DecodeU32(st[0])
-	b, ok := in.mem.Read(p, n)
+	size := api.DecodeU32(st[0])
+	b, ok := in.mem.Read(p, size)
 	if !ok {
 		in.broken = true
-		return nil, &Fault{Code: CodeTrap, Message: "guest output out of range"}
+		return nil, 0, &Fault{Code: CodeTrap, Message: "guest output out of range"}
 	}
-	return bytes.Clone(b), nil
+	if len(b) > bound {
+		return nil, len(b), nil
+	}
+	return bytes.Clone(b), len(b), nil
 }
 
 // idleFuel gives the host's own calls into the guest (allocating the input, reading the

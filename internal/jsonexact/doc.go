@@ -14,7 +14,8 @@
 // DecodeAny the map[string]any shape JSON Schema validators consume; SplitObject the
 // compact text and raw top-level members of an object the store hashes. Equal and Diff
 // compare two values by JSON value (numbers by decimal value, member order ignored);
-// Inexact finds numbers a float64 would change.
+// Inexact finds numbers a float64 would change, and DiffNote explains a difference
+// that no JavaScript value could avoid (an expected number no double equals).
 //
 // It holds no state and knows nothing of frames, tools, routes, tapes or records; its
 // callers decide what a failure or a difference means and which error code it gets.

@@ -3,7 +3,9 @@ package jsonexact
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -152,4 +154,75 @@ func inexactValue(v *Value, ptr string) (string, string, string, bool) {
 		}
 	}
 	return "", "", "", false
+}
+
+// DiffNote explains why a value can never equal want when want, an expected value in
+// DecodeAny's shape, holds a number no JavaScript number equals: one a double holds
+// only rounded (9007199254740993, 0.10000000000000001) or not at all (1e400, which
+// overflows; 1e-400, which underflows to 0). A test that expects it fails whatever the
+// program does; the note, added to the mismatch, says so. It names the first such
+// number in the order Diff walks want, with its path when it is not the root, and
+// what JavaScript reads it as. It is "" when every number of want is a double's.
+func DiffNote(want any) string {
+	var p strings.Builder
+	p.WriteString("$")
+	num, ok := firstInexact(&p, want)
+	if !ok {
+		return ""
+	}
+	at := ""
+	if p.Len() > 1 {
+		at = " (at " + p.String() + ")"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "no JavaScript number is %s%s: ", num, at)
+	f, _ := strconv.ParseFloat(num, 64)
+	switch {
+	case math.IsInf(f, 0):
+		b.WriteString("it overflows a double, and JavaScript reads it as ")
+		b.WriteString(became(num))
+		b.WriteString(", which is not JSON")
+	case f == 0:
+		b.WriteString("it is below the smallest double, and JavaScript reads it as 0")
+	default:
+		b.WriteString("JavaScript reads it as ")
+		b.WriteString(became(num))
+	}
+	b.WriteString("; no program can return it")
+	return b.String()
+}
+
+// firstInexact finds the first number of v, in Diff's order (object keys sorted),
+// that a double does not hold exactly, and leaves its path in p.
+func firstInexact(p *strings.Builder, v any) (string, bool) {
+	switch w := v.(type) {
+	case json.Number:
+		if !exact(string(w)) {
+			return string(w), true
+		}
+	case []any:
+		for i := range w {
+			mark := p.Len()
+			fmt.Fprintf(p, "[%d]", i)
+			if n, ok := firstInexact(p, w[i]); ok {
+				return n, true
+			}
+			truncate(p, mark)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(w))
+		for k := range w {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			mark := p.Len()
+			writeKey(p, k)
+			if n, ok := firstInexact(p, w[k]); ok {
+				return n, true
+			}
+			truncate(p, mark)
+		}
+	}
+	return "", false
 }
