@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -126,11 +125,8 @@ func Replay(ctx context.Context, st *store.Store, sb *wasm.Engine, pid, callID s
 // opts.Since, when set), in the order the calls were opened. Calls that are not
 // settled count as not replayable.
 func ReplayAll(ctx context.Context, st *store.Store, sb *wasm.Engine, pid string, opts ReplayOptions) ([]ReplayResult, error) {
-	if _, err := st.Process(pid); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, errorf(CodeCallNotFound, "no process %q", liberr.Clip(pid, 80))
-		}
-		return nil, storageErr("read process "+pid, err)
+	if err := openProcess(st, pid); err != nil {
+		return nil, err
 	}
 	cs, err := scanCalls(st, pid, nil)
 	if err != nil {

@@ -177,13 +177,23 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 	}
 }
 
+// openProcess checks that pid names a process of st. An ID the store could never
+// hold (empty, oversized, control characters) names no process either: it is
+// call_not_found like an unknown one, and the message quotes it clipped, never whole.
+func openProcess(st *store.Store, pid string) error {
+	if _, err := st.Process(pid); err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
+			return errorf(CodeCallNotFound, "no process %q", liberr.Clip(pid, 80))
+		}
+		return storageErr("read process "+liberr.Clip(pid, 80), err)
+	}
+	return nil
+}
+
 // findCall returns call callID of pid.
 func findCall(st *store.Store, pid, callID string) (*storedCall, error) {
-	if _, err := st.Process(pid); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, errorf(CodeCallNotFound, "no process %q", liberr.Clip(pid, 80))
-		}
-		return nil, storageErr("read process "+pid, err)
+	if err := openProcess(st, pid); err != nil {
+		return nil, err
 	}
 	cs, err := scanCalls(st, pid, func(id string) bool { return id == callID })
 	if err != nil {
