@@ -111,8 +111,10 @@ func Summary(rs []ReplayResult) string {
 // production, no ambient clock), and compares: the syscalls the code makes (order and arguments) and
 // what it returns (the value, or the code of the error the call failed with). The
 // first difference is reported. A call that cannot be replayed is a result with
-// verdict not_replayable and the refusal's code; the error is for the store itself
-// failing.
+// verdict not_replayable and the refusal's code (journal_corrupt for a journal or
+// stored result that does not match its events' digests). The error is for the store
+// itself failing, for an unknown process or call (call_not_found), and for a log
+// that does not verify (journal_corrupt): no verdict is read from an edited log.
 func Replay(ctx context.Context, st *store.Store, sb *wasm.Engine, pid, callID string, opts ReplayOptions) (ReplayResult, error) {
 	c, err := findCall(st, pid, callID)
 	if err != nil {
@@ -125,7 +127,7 @@ func Replay(ctx context.Context, st *store.Store, sb *wasm.Engine, pid, callID s
 // opts.Since, when set), in the order the calls were opened. Calls that are not
 // settled count as not replayable.
 func ReplayAll(ctx context.Context, st *store.Store, sb *wasm.Engine, pid string, opts ReplayOptions) ([]ReplayResult, error) {
-	if err := openProcess(st, pid); err != nil {
+	if err := openLog(st, pid); err != nil {
 		return nil, err
 	}
 	cs, err := scanCalls(st, pid, nil)
@@ -256,11 +258,12 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 	}
 	var recorded json.RawMessage
 	if c.settlement == store.EventToolResult {
-		res, err := rp.st.ToolResult(c.pid, c.id)
-		if err != nil {
-			return ReplayResult{}, storageErr("read the result of "+c.id, err)
+		if recorded, err = c.result(rp.st); err != nil {
+			if te, ok := own(err); ok && te.Code == CodeStorage {
+				return ReplayResult{}, err
+			}
+			return notReplayable(c, err), nil
 		}
-		recorded = res.Structured
 	}
 	player, err := syscalls.NewTape(tape)
 	if err != nil {

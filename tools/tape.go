@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,8 +35,9 @@ const (
 	// predates it), a syscall of it was refused before routing (a tape cannot say
 	// that), or its tool's code is no longer in the store.
 	CodeNotReplayable Code = "not_replayable"
-	// CodeJournalCorrupt: the journal does not match the digests its hash-chained
-	// audit events carry.
+	// CodeJournalCorrupt: the process's event log does not verify (an event edited,
+	// removed, reordered or taken from another log), or the call's journal, stored
+	// result or code does not match the digests its hash-chained events carry.
 	CodeJournalCorrupt Code = "journal_corrupt"
 )
 
@@ -89,6 +92,8 @@ type storedCall struct {
 	failCode    string
 	failReason  string
 	failStage   string // "" in events written before the stage was recorded
+	resultSeq   uint64 // of tool_result
+	resultSHA   string // the tool_result event's result_sha256: the stored result's digest
 	syscalls    []syscallEvent
 	missingJrnl bool // a syscall event of the call names no journal entry
 }
@@ -141,10 +146,17 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 					continue
 				}
 				c.settlement = e.Type
-				if e.Type == store.EventToolFailed {
+				switch e.Type {
+				case store.EventToolFailed:
 					var d struct{ Code, Reason, Stage string }
 					_ = json.Unmarshal(e.Data, &d)
 					c.failCode, c.failReason, c.failStage = d.Code, d.Reason, d.Stage
+				case store.EventToolResult:
+					var d struct {
+						SHA256 string `json:"result_sha256"`
+					}
+					_ = json.Unmarshal(e.Data, &d)
+					c.resultSeq, c.resultSHA = e.Seq, d.SHA256
 				}
 			case syscalls.EventSyscall:
 				c := byID[e.CallID]
@@ -177,22 +189,34 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 	}
 }
 
-// openProcess checks that pid names a process of st. An ID the store could never
-// hold (empty, oversized, control characters) names no process either: it is
-// call_not_found like an unknown one, and the message quotes it clipped, never whole.
-func openProcess(st *store.Store, pid string) error {
+// openLog checks that pid names a process of st and that its event log verifies
+// (store.Verify: dense sequence numbers, each event's hash over its content, each
+// prev_hash the previous event's hash, the chain ending at the recorded head). An ID
+// the store could never hold (empty, oversized, control characters) names no process
+// either: it is call_not_found like an unknown one, and the message quotes it clipped,
+// never whole. A log that does not verify (an event edited, removed, reordered, or
+// taken from another process's log) is journal_corrupt: nothing read from it becomes
+// a test or a verdict.
+func openLog(st *store.Store, pid string) error {
 	if _, err := st.Process(pid); err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
 			return errorf(CodeCallNotFound, "no process %q", liberr.Clip(pid, 80))
 		}
 		return storageErr("read process "+liberr.Clip(pid, 80), err)
 	}
+	if err := st.Verify(pid); err != nil {
+		if errors.Is(err, store.ErrCorrupt) {
+			return &Error{Layer: layer, Code: CodeJournalCorrupt, Err: err,
+				Message: fmt.Sprintf("the event log of %s does not verify, so none of its calls is read: %s", pid, liberr.Clip(err.Error(), 300))}
+		}
+		return storageErr("verify the event log of "+pid, err)
+	}
 	return nil
 }
 
 // findCall returns call callID of pid.
 func findCall(st *store.Store, pid, callID string) (*storedCall, error) {
-	if err := openProcess(st, pid); err != nil {
+	if err := openLog(st, pid); err != nil {
 		return nil, err
 	}
 	cs, err := scanCalls(st, pid, func(id string) bool { return id == callID })
@@ -257,6 +281,22 @@ func (c *storedCall) tape(st *store.Store) ([]syscalls.TapeEntry, []store.Journa
 	return tape, js, nil
 }
 
+// result returns the stored result of c, a call settled with tool_result, after
+// checking it against its tool_result event: the record must be this call's and its
+// bytes must have the digest the hash-chained event carries. A result edited, removed
+// or taken from another call is journal_corrupt, never an expected value.
+func (c *storedCall) result(st *store.Store) (json.RawMessage, error) {
+	res, err := st.ToolResult(c.pid, c.id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
+		return nil, storageErr("read the result of "+c.id, err)
+	}
+	sum := sha256.Sum256(res.Structured)
+	if err != nil || res.PID != c.pid || res.CallID != c.id || res.Tool != c.tool || hex.EncodeToString(sum[:]) != c.resultSHA {
+		return nil, errorf(CodeJournalCorrupt, "the stored result of call %s does not match the digest in its tool_result event %d", c.id, c.resultSeq)
+	}
+	return res.Structured, nil
+}
+
 // labels lists the data-flow labels the call's syscalls returned, in order of first
 // appearance.
 func labels(js []store.JournalEntry) []string {
@@ -283,7 +323,9 @@ func labels(js []store.JournalEntry) []string {
 // (not_jit_tool), failed after its code returned (not_replayable: the output schema
 // or the result limit refused it, which a test does not exercise), has a truncated
 // journal (journal_truncated), saw labelled data (export_forbidden), or cannot be
-// expressed as a tape (not_replayable, journal_corrupt). Arguments are exported as
+// expressed as a tape (not_replayable). The process's event log is verified first,
+// and the call's journal and stored result are checked against the digests its
+// events carry: an edited store is journal_corrupt, never a test. Arguments are exported as
 // the code sent them: a secret is never in them, since secrets are passed by
 // reference and the reference stays a reference.
 //
@@ -324,11 +366,11 @@ func exportCall(st *store.Store, c *storedCall) (TestCase, error) {
 		}
 		return TestCase{Args: args, ExpectedError: &ExpectedError{Code: c.failCode}, Syscalls: tape}, nil
 	}
-	res, err := st.ToolResult(c.pid, c.id)
+	res, err := c.result(st)
 	if err != nil {
-		return TestCase{}, storageErr("read the result of "+c.id, err)
+		return TestCase{}, err
 	}
-	return TestCase{Args: args, Expected: res.Structured, Syscalls: tape}, nil
+	return TestCase{Args: args, Expected: res, Syscalls: tape}, nil
 }
 
 // exportPolicy compiles the data-flow rules of the image process pid was created
