@@ -2,7 +2,10 @@ package tools
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -120,7 +123,7 @@ func Replay(ctx context.Context, st *store.Store, sb *wasm.Engine, pid, callID s
 	if err != nil {
 		return ReplayResult{}, err
 	}
-	return newReplayer(st, sb, opts).one(ctx, c)
+	return newReplayer(st, sb, pid, opts).one(ctx, c)
 }
 
 // ReplayAll replays every JIT tool call of pid (of opts.Tool, opened at or after
@@ -134,7 +137,7 @@ func ReplayAll(ctx context.Context, st *store.Store, sb *wasm.Engine, pid string
 	if err != nil {
 		return nil, err
 	}
-	rp := newReplayer(st, sb, opts)
+	rp := newReplayer(st, sb, pid, opts)
 	var out []ReplayResult
 	for _, c := range cs {
 		if c.kind != "jit" || (opts.Tool != "" && c.tool != opts.Tool) || (!opts.Since.IsZero() && c.time.Before(opts.Since)) {
@@ -158,6 +161,10 @@ type replayer struct {
 	sb    *wasm.Engine
 	opts  ReplayOptions
 	progs map[string]*compiled
+	// pid is the replayed process, whose log is verified already; proposed keeps
+	// the jit_proposed digests of each process whose log was read.
+	pid      string
+	proposed map[string]map[string]proposedDigests
 }
 
 type compiled struct {
@@ -166,8 +173,8 @@ type compiled struct {
 	err    error
 }
 
-func newReplayer(st *store.Store, sb *wasm.Engine, opts ReplayOptions) *replayer {
-	return &replayer{st: st, sb: sb, opts: opts, progs: map[string]*compiled{}}
+func newReplayer(st *store.Store, sb *wasm.Engine, pid string, opts ReplayOptions) *replayer {
+	return &replayer{st: st, sb: sb, opts: opts, progs: map[string]*compiled{}, pid: pid, proposed: map[string]map[string]proposedDigests{}}
 }
 
 func notReplayable(c *storedCall, err error) ReplayResult {
@@ -178,22 +185,18 @@ func notReplayable(c *storedCall, err error) ReplayResult {
 	return r
 }
 
-// program returns the code to replay c with: the options' source, or the registered
-// tool's, found through the process's binding of that name with c's tool ID.
+// program returns the code to replay c with: the options' source, or the code that
+// made the call, the candidate c's tool ID was registered from (its jit_registered
+// event, or the process_forked event of a fork), whether or not the tool is still
+// bound: a revoked tool replays with its own code, and a later tool of the same name
+// is never taken for it. The candidate's stored source must still have the digest
+// its jit_proposed event carries.
 func (rp *replayer) program(c *storedCall) (*compiled, error) {
 	source, outSchema := rp.opts.Source, rp.opts.OutputSchema
 	if source == "" {
-		b, err := rp.st.Binding(c.pid, c.tool)
-		if err != nil || b.ToolID != c.toolID {
-			return nil, errorf(CodeNotReplayable, "the code of %s (tool %s) is not bound in process %s", c.tool, c.toolID, c.pid)
-		}
-		owner := b.CandidatePID
-		if owner == "" {
-			owner = b.PID
-		}
-		cand, err := rp.st.Candidate(owner, b.CandidateID)
+		cand, err := rp.candidate(c)
 		if err != nil {
-			return nil, errorf(CodeNotReplayable, "the candidate %s of %s is not in the store: %v", b.CandidateID, c.tool, err)
+			return nil, err
 		}
 		source = cand.SourceCode
 		if outSchema == nil {
@@ -222,6 +225,86 @@ func (rp *replayer) program(c *storedCall) (*compiled, error) {
 		p.out = s
 	}
 	return p, nil
+}
+
+// candidate returns the candidate whose code made call c, checked against the digests
+// of its jit_proposed event.
+func (rp *replayer) candidate(c *storedCall) (store.Candidate, error) {
+	o := c.origin
+	if o.candidateID == "" {
+		return store.Candidate{}, errorf(CodeNotReplayable, "no jit_registered event of process %s names tool %s of %s: its code is not known", c.pid, c.toolID, c.tool)
+	}
+	cand, err := rp.st.Candidate(o.candidatePID, o.candidateID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Candidate{}, errorf(CodeNotReplayable, "the candidate %s of %s is not in the store", o.candidateID, c.tool)
+	case errors.Is(err, store.ErrCorrupt):
+		return store.Candidate{}, &Error{Layer: layer, Code: CodeJournalCorrupt, Err: err, Message: fmt.Sprintf("the candidate %s of %s does not decode", o.candidateID, c.tool)}
+	case err != nil:
+		return store.Candidate{}, storageErr("read the candidate "+o.candidateID, err)
+	}
+	digests, err := rp.proposals(o.candidatePID)
+	if err != nil {
+		return store.Candidate{}, err
+	}
+	want, ok := digests[o.candidateID]
+	sum := sha256.Sum256([]byte(cand.SourceCode))
+	switch {
+	case !ok:
+		return store.Candidate{}, errorf(CodeJournalCorrupt, "no jit_proposed event of process %s names the candidate %s of %s", o.candidatePID, o.candidateID, c.tool)
+	case cand.Name != c.tool || hex.EncodeToString(sum[:]) != want.source:
+		return store.Candidate{}, errorf(CodeJournalCorrupt, "the stored candidate %s of %s does not match the digest in its jit_proposed event %d", o.candidateID, c.tool, want.seq)
+	}
+	return cand, nil
+}
+
+// proposedDigests is what a jit_proposed event records of a candidate's contents.
+type proposedDigests struct {
+	seq    uint64
+	source string // source_sha256
+}
+
+// proposals returns the jit_proposed digests of the candidates of pid, by candidate
+// ID, reading pid's log once per replay; a log other than the replayed process's (the
+// proposer of a forked tool) is verified first.
+func (rp *replayer) proposals(pid string) (map[string]proposedDigests, error) {
+	if m, ok := rp.proposed[pid]; ok {
+		return m, nil
+	}
+	if pid != rp.pid {
+		if err := openLog(rp.st, pid); err != nil {
+			if te, ok := own(err); ok && te.Code == CodeCallNotFound {
+				return nil, errorf(CodeNotReplayable, "the process %s that proposed the tool is not in the store", liberr.Clip(pid, 80))
+			}
+			return nil, err
+		}
+	}
+	m := map[string]proposedDigests{}
+	for after := uint64(0); ; {
+		evs, err := rp.st.Events(pid, after, store.MaxPage)
+		if err != nil {
+			return nil, storageErr("read the event log of "+pid, err)
+		}
+		for _, e := range evs {
+			after = e.Seq
+			if e.Type != EventJITProposed {
+				continue
+			}
+			var d struct {
+				CandidateID string `json:"candidate_id"`
+				Source      string `json:"source_sha256"`
+			}
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
+			}
+			m[d.CandidateID] = proposedDigests{seq: e.Seq, source: d.Source}
+		}
+		if len(evs) < store.MaxPage {
+			break
+		}
+	}
+	rp.proposed[pid] = m
+	return m, nil
 }
 
 // observedCall is one syscall the replayed code made.

@@ -87,6 +87,7 @@ type storedCall struct {
 	tool        string
 	toolID      string
 	kind        string
+	origin      toolOrigin // where the code of toolID is: zero when no event names it
 	args        json.RawMessage
 	settlement  string // tool_result, tool_failed, unknown_settlement, or "" when open
 	failCode    string
@@ -96,6 +97,14 @@ type storedCall struct {
 	resultSHA   string // the tool_result event's result_sha256: the stored result's digest
 	syscalls    []syscallEvent
 	missingJrnl bool // a syscall event of the call names no journal entry
+}
+
+// toolOrigin is the candidate a JIT tool ID was made from, as the log records it: its
+// jit_registered event, or, in a fork, the process_forked event that re-created the
+// binding under a new tool ID. A call's code is found through it, never through the
+// process's current binding of the name, which a revoke or a replacement changes.
+type toolOrigin struct {
+	candidatePID, candidateID string
 }
 
 type syscallEvent struct {
@@ -112,9 +121,10 @@ type syscallEvent struct {
 // were opened; only calls for which want is true are kept (nil keeps all).
 func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*storedCall, error) {
 	var (
-		out   []*storedCall
-		byID  = map[string]*storedCall{}
-		after uint64
+		out     []*storedCall
+		byID    = map[string]*storedCall{}
+		origins = map[string]toolOrigin{}
+		after   uint64
 	)
 	for {
 		evs, err := st.Events(pid, after, store.MaxPage)
@@ -123,6 +133,31 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 		}
 		for _, e := range evs {
 			after = e.Seq
+			switch e.Type {
+			case EventJITRegistered:
+				var d struct {
+					CandidateID string `json:"candidate_id"`
+					ToolID      string `json:"tool_id"`
+				}
+				if err := json.Unmarshal(e.Data, &d); err != nil {
+					return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
+				}
+				origins[d.ToolID] = toolOrigin{candidatePID: pid, candidateID: d.CandidateID}
+			case engine.EventProcessForked:
+				var d struct {
+					Bindings []struct {
+						ToolID       string `json:"tool_id"`
+						CandidateID  string `json:"candidate_id"`
+						CandidatePID string `json:"candidate_pid"`
+					} `json:"bindings"`
+				}
+				if err := json.Unmarshal(e.Data, &d); err != nil {
+					return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
+				}
+				for _, b := range d.Bindings {
+					origins[b.ToolID] = toolOrigin{candidatePID: b.CandidatePID, candidateID: b.CandidateID}
+				}
+			}
 			if e.CallID == "" || (want != nil && !want(e.CallID)) {
 				continue
 			}
@@ -137,7 +172,7 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 				if err := json.Unmarshal(e.Data, &d); err != nil {
 					return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
 				}
-				c := &storedCall{pid: pid, id: e.CallID, seq: e.Seq, time: e.Time, tool: d.Tool, toolID: d.ToolID, kind: d.Kind, args: d.Args}
+				c := &storedCall{pid: pid, id: e.CallID, seq: e.Seq, time: e.Time, tool: d.Tool, toolID: d.ToolID, kind: d.Kind, args: d.Args, origin: origins[d.ToolID]}
 				byID[c.id] = c
 				out = append(out, c)
 			case store.EventToolResult, store.EventToolFailed, store.EventUnknownSettlement:
