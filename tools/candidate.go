@@ -361,6 +361,11 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 		if !ok || len(m) != 1 || !errorCodeRE().MatchString(code) {
 			return testCase{}, errorf(CodeInvalidTest, `"expected_error" must be {"code": "<error code>"}, the code the call fails with`)
 		}
+		// A call fails only with a code of the module's one registry: a test that
+		// expects any other could never pass.
+		if _, ok := liberr.Lookup(Code(code)); !ok {
+			return testCase{}, errorf(CodeInvalidTest, `"expected_error" code %q is not an error code a call can fail with (ERRORS.md lists them)`, code)
+		}
 		tc.expectErr = code
 	}
 	if _, ok := obj["syscalls"].([]any); !ok {

@@ -315,6 +315,8 @@ func TestExportRefusals(t *testing.T) {
 			`{"args":{},"syscalls":[]}`,
 			`{"args":{},"expected_error":{"code":"Not A Code"},"syscalls":[]}`,
 			`{"args":{},"expected_error":{"code":"capability_denied","message":"x"},"syscalls":[]}`,
+			// "a test's expected_error code must be a registered one"
+			`{"args":{},"expected_error":{"code":"disk_full"},"syscalls":[]}`,
 		} {
 			c, err := tools.ParseCandidate([]byte(withField(t, cand, "tests", "["+bad+"]")))
 			if err != nil {
