@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
@@ -358,7 +360,11 @@ func labels(js []store.JournalEntry) []string {
 // (not_jit_tool), failed after its code returned (not_replayable: the output schema
 // or the result limit refused it, which a test does not exercise), has a truncated
 // journal (journal_truncated), saw labelled data (export_forbidden), or cannot be
-// expressed as a tape (not_replayable). The process's event log is verified first,
+// expressed as a tape (not_replayable), or whose test no validation would accept
+// (limit_exceeded: over a test's default bounds of tape entries, bytes or nesting;
+// not_replayable for any other refusal of the validator's parse). The tape bound is
+// the sandbox's syscall bound per run, so a call stopped at that bound exports a test
+// that validates. The process's event log is verified first,
 // and the call's journal and stored result are checked against the digests its
 // events carry: an edited store is journal_corrupt, never a test. Arguments are exported as
 // the code sent them: a secret is never in them, since secrets are passed by
@@ -394,18 +400,56 @@ func exportCall(st *store.Store, c *storedCall) (TestCase, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
+	tc := TestCase{Args: args, Syscalls: tape}
 	if c.settlement != store.EventToolResult {
 		if afterReturn(c.failCode, c.failStage) {
 			return TestCase{}, errorf(CodeNotReplayable, "call %s of %s failed with %s after its code ran (%s): a test cannot expect that refusal",
 				c.id, c.tool, orNone(c.failCode), liberr.Clip(c.failReason, 200))
 		}
-		return TestCase{Args: args, ExpectedError: &ExpectedError{Code: c.failCode}, Syscalls: tape}, nil
+		tc.ExpectedError = &ExpectedError{Code: c.failCode}
+	} else {
+		res, err := c.result(st)
+		if err != nil {
+			return TestCase{}, err
+		}
+		tc.Expected = res
 	}
-	res, err := c.result(st)
-	if err != nil {
+	if err := c.validatable(tc); err != nil {
 		return TestCase{}, err
 	}
-	return TestCase{Args: args, Expected: res, Syscalls: tape}, nil
+	return tc, nil
+}
+
+// validatable refuses the test of c that no validation would accept, so that an
+// export is a test that can pass: over the default bounds of a test (its tape's
+// entries, its bytes as compact JSON, its nesting) it is limit_exceeded, and one the
+// validator's parse refuses otherwise is not_replayable. The check is the validator's
+// own parse of a test, on the bytes an export prints.
+func (c *storedCall) validatable(tc TestCase) error {
+	lim := Limits{}.withDefaults()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(tc); err != nil {
+		return errorf(CodeNotReplayable, "the test of call %s does not encode: %v", c.id, err)
+	}
+	item := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if len(tc.Syscalls) > lim.MaxTapeEntries {
+		return errorf(CodeLimitExceeded, "call %s of %s made %d syscalls; a test's tape holds at most %d, so no validation would accept its test",
+			c.id, c.tool, len(tc.Syscalls), lim.MaxTapeEntries)
+	}
+	if len(item) > lim.MaxTestBytes {
+		return errorf(CodeLimitExceeded, "the test of call %s of %s is %d bytes; a test is at most %d, so no validation would accept it",
+			c.id, c.tool, len(item), lim.MaxTestBytes)
+	}
+	if doc, err := jsonexact.DecodeDoc(item, 0); err == nil && doc.Depth() > lim.MaxDepth {
+		return errorf(CodeLimitExceeded, "the test of call %s of %s nests %d deep; a test nests at most %d, so no validation would accept it",
+			c.id, c.tool, doc.Depth(), lim.MaxDepth)
+	}
+	if _, perr := parseTest(item, lim); perr != nil {
+		return errorf(CodeNotReplayable, "the test of call %s of %s would not validate (%s): %s", c.id, c.tool, perr.Code, perr.Message)
+	}
+	return nil
 }
 
 // exportPolicy compiles the data-flow rules of the image process pid was created

@@ -47,3 +47,42 @@ func TestExportReplayRefuseBadProcessIDs(t *testing.T) {
 		t.Fatalf("export of a %d-byte call ID: %.300v", len(huge), err)
 	}
 }
+
+// "An export of a call whose test no validation would accept (over the tape size or
+// depth bound) is refused with limit_exceeded": the kernel takes arguments larger and
+// deeper than a test may hold, and such a call is never exported as a test that
+// could not pass. A call within the bounds exports a test that validates.
+func TestExportRefusesATestNoValidationAccepts(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	cand := versioned(t, "1")
+	pid := w.registerCandidate(t, cand)
+	deep := strings.Repeat(`{"a":`, tools.DefaultMaxDepth+2) + "1" + strings.Repeat("}", tools.DefaultMaxDepth+2)
+	for _, tc := range []struct{ rule, args string }{
+		{"a test over the size bound", `{"pad":"` + strings.Repeat("x", tools.DefaultMaxTestBytes) + `"}`},
+		{"a test over the depth bound", deep},
+	} {
+		call, err := w.callID(t, pid, "versioned", tc.args)
+		if err != nil {
+			t.Fatalf("%s: the call: %v", tc.rule, err)
+		}
+		if _, err := tools.ExportTape(w.st, pid, call); !codeIs(err, tools.CodeLimitExceeded) {
+			t.Fatalf("%s: export: %v, want limit_exceeded", tc.rule, err)
+		}
+	}
+	call, err := w.callID(t, pid, "versioned", `{"pad":"x"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, err := tools.ExportTape(w.st, pid, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tools.ParseCandidate([]byte(withField(t, cand, "tests", "["+mustJSON(test)+"]")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := w.jit.Validator().Validate(ctx, c); !rep.OK {
+		t.Fatalf("a call within the bounds exports a test that validates: %s", mustJSON(rep))
+	}
+}
