@@ -2,8 +2,6 @@ package tools
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -248,20 +246,25 @@ func (rp *replayer) candidate(c *storedCall) (store.Candidate, error) {
 		return store.Candidate{}, err
 	}
 	want, ok := digests[o.candidateID]
-	sum := sha256.Sum256([]byte(cand.SourceCode))
 	switch {
 	case !ok:
 		return store.Candidate{}, errorf(CodeJournalCorrupt, "no jit_proposed event of process %s names the candidate %s of %s", o.candidatePID, o.candidateID, c.tool)
-	case cand.Name != c.tool || hex.EncodeToString(sum[:]) != want.source:
-		return store.Candidate{}, errorf(CodeJournalCorrupt, "the stored candidate %s of %s does not match the digest in its jit_proposed event %d", o.candidateID, c.tool, want.seq)
+	case cand.Name != c.tool || sha256Hex([]byte(cand.SourceCode)) != want.source:
+		return store.Candidate{}, errorf(CodeJournalCorrupt, "the stored source of candidate %s of %s does not match the digest in its jit_proposed event %d", o.candidateID, c.tool, want.seq)
+	// A jit_proposed event written before the schemas' digests were recorded has
+	// none, and its candidate's schemas are read as stored.
+	case want.input != "" && sha256Hex(cand.InputSchema) != want.input,
+		want.output != "" && sha256Hex(cand.OutputSchema) != want.output:
+		return store.Candidate{}, errorf(CodeJournalCorrupt, "the stored schemas of candidate %s of %s do not match the digests in its jit_proposed event %d", o.candidateID, c.tool, want.seq)
 	}
 	return cand, nil
 }
 
 // proposedDigests is what a jit_proposed event records of a candidate's contents.
 type proposedDigests struct {
-	seq    uint64
-	source string // source_sha256
+	seq           uint64
+	source        string // source_sha256
+	input, output string // input_schema_sha256, output_schema_sha256: "" in older events
 }
 
 // proposals returns the jit_proposed digests of the candidates of pid, by candidate
@@ -293,11 +296,13 @@ func (rp *replayer) proposals(pid string) (map[string]proposedDigests, error) {
 			var d struct {
 				CandidateID string `json:"candidate_id"`
 				Source      string `json:"source_sha256"`
+				Input       string `json:"input_schema_sha256"`
+				Output      string `json:"output_schema_sha256"`
 			}
 			if err := json.Unmarshal(e.Data, &d); err != nil {
 				return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
 			}
-			m[d.CandidateID] = proposedDigests{seq: e.Seq, source: d.Source}
+			m[d.CandidateID] = proposedDigests{seq: e.Seq, source: d.Source, input: d.Input, output: d.Output}
 		}
 		if len(evs) < store.MaxPage {
 			break

@@ -99,4 +99,15 @@ func TestReplayFindsTheCodeThatMadeTheCall(t *testing.T) {
 	if r, err := tools.Replay(ctx, st, sandbox(t), pid, replaced, tools.ReplayOptions{}); err != nil || r.Verdict != tools.VerdictSame {
 		t.Fatalf("the other candidate's call is untouched: %+v %v", r, err)
 	}
+
+	// "Record the input/output schema digest in the jit_proposed event and check it
+	// at replay": an output schema edited in the store (one the recorded value no
+	// longer satisfies, so that the replay would say different) is journal_corrupt.
+	st = tamperedCopy(t, w.dir, func(db *pebble.DB) {
+		rawReplace(t, db, storeKey("cand", pid, first), `"output_schema":{"type":"object"}`, `"output_schema":{"type":"array"}`)
+	})
+	r, err = tools.Replay(ctx, st, sandbox(t), pid, old, tools.ReplayOptions{})
+	if err != nil || r.Verdict != tools.VerdictNotReplayable || r.Code != string(tools.CodeJournalCorrupt) {
+		t.Fatalf("a call whose stored output schema was edited: %+v %v, want not_replayable with journal_corrupt", r, err)
+	}
 }
