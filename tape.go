@@ -9,7 +9,9 @@ import (
 // Tape exports settled JIT tool call callID of process pid as a test case {args,
 // expected, syscalls}, from the call's syscall journal (tools.ExportTape): what
 // `libos tape` prints. A refusal is an error whose code names the reason
-// (call_unsettled, not_jit_tool, journal_truncated, export_forbidden, not_replayable).
+// (call_not_found, call_unsettled, not_jit_tool, journal_truncated, export_forbidden,
+// not_replayable, journal_corrupt: an edited store is never exported, limit_exceeded:
+// a test over the bounds no validation would accept).
 func (s *System) Tape(pid, callID string) (tools.TestCase, error) {
 	return tools.ExportTape(s.st, pid, callID)
 }

@@ -82,7 +82,7 @@ var registry = []registered{
 	{"invalid_test", "tools", "A test is not {args, expected, syscalls} with tape entries of the documented form."},
 	{"invalid_tool", "engine", "A tool definition is unusable (bad name, schema that does not compile, missing handler)."},
 	{"io", "store", "The file system failed; nothing in the failed operation was acknowledged."},
-	{"journal_corrupt", "tools", "The journal does not match the digests its hash-chained audit events carry."},
+	{"journal_corrupt", "tools", "The process's event log does not verify (an event edited, removed, reordered or taken from another log), or the call's journal, stored result or code does not match the digests its hash-chained events carry; nothing of it is exported or replayed."},
 	{"journal_truncated", "tools", "An entry of the call's journal was over its bound and keeps only digests."},
 	{"js_error", "wasm", "Run threw, or the Promise it returned rejected."},
 	{"kernel_closed", "engine", "The kernel is closed."},

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/agentlibos/libos/liberr"
@@ -37,5 +38,28 @@ func TestStoreErrorsSurviveOtherLayers(t *testing.T) {
 	}
 	if got, want := VerifyFailed("p", 7, "x").Error(), "store: event log of p fails verification at seq 7: x"; got != want {
 		t.Errorf("VerifyFailed Error() = %q, want %q", got, want)
+	}
+}
+
+// "Bad input gets a clear typed error": an ID the store can never hold is invalid,
+// and the refusal quotes it clipped, whatever its size, in every reader that takes one.
+func TestInvalidIDIsQuotedClipped(t *testing.T) {
+	s, _ := openMem(t)
+	huge := strings.Repeat("p", 64<<10)
+	for _, id := range []string{huge, huge[:maxIDLen+1], "p\x00" + huge} {
+		for name, read := range map[string]func() error{
+			"Process": func() error { _, err := s.Process(id); return err },
+			"Events":  func() error { _, err := s.Events(id, 0, 0); return err },
+			"Verify":  func() error { return s.Verify(id) },
+			"Journal": func() error { _, err := s.Journal("p", id); return err },
+		} {
+			err := read()
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("%s of a %d-byte ID: %v, want invalid", name, len(id), err)
+			}
+			if n := len(err.Error()); n > 200 {
+				t.Errorf("%s of a %d-byte ID: the error is %d bytes, it quotes the ID whole", name, len(id), n)
+			}
+		}
 	}
 }

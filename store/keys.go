@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/binary"
 	"unicode/utf8"
+
+	"github.com/agentlibos/libos/liberr"
 )
 
 // formatVersion is the version of the key layout documented in doc.go. Bump it (and
@@ -95,18 +97,22 @@ const (
 )
 
 // checkID validates a PID or record ID: 1..256 bytes of UTF-8 without control
-// characters (so it can never contain the 0x00 separator).
+// characters (so it can never contain the 0x00 separator). The refusal quotes the ID
+// clipped: an ID of any size comes back as a short message.
 func checkID(what, id string) error {
 	if id == "" || len(id) > maxIDLen || !utf8.ValidString(id) {
-		return errorf(CodeInvalid, nil, "invalid %s %q", what, id)
+		return errorf(CodeInvalid, nil, "invalid %s %q", what, liberr.Clip(id, maxQuotedID))
 	}
 	for _, r := range id {
 		if r < 0x20 || r == 0x7f {
-			return errorf(CodeInvalid, nil, "invalid %s %q", what, id)
+			return errorf(CodeInvalid, nil, "invalid %s %q", what, liberr.Clip(id, maxQuotedID))
 		}
 	}
 	return nil
 }
+
+// maxQuotedID bounds the bytes of a refused ID that its error quotes.
+const maxQuotedID = 80
 
 func checkKVKey(k string) error {
 	if k == "" || len(k) > maxKVKeyLen || !utf8.ValidString(k) {

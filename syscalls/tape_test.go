@@ -293,6 +293,10 @@ func TestTapeEntriesMatchTheirRoute(t *testing.T) {
 		{"args present as null", `[{"name":"clock.now","args":null,"result":{"iso8601":"x","unix_seconds":1,"timezone":"UTC"}}]`, "/0/args"},
 		{"an error code the route never fails with", `[{"name":"kv.get","args":{"key":"a"},"result":{"found":false,"value":null}},{"name":"clock.now","ok":false,"error":"host_not_allowed"}]`, "/1/error"},
 		{"a made-up code", `[{"name":"kv.put","ok":false,"error":{"code":"disk_full","message":"no"}}]`, "/0/error"},
+		// "A tape entry for the tools.call route may claim only an error code that
+		// exists in the liberr registry."
+		{"a tools.call code no layer emits", `[{"name":"tools.call","ok":false,"error":{"code":"disk_full","message":"no"}}]`, "/0/error"},
+		{"a tools.call code no layer emits, as a string", `[{"name":"tools.call","ok":false,"error":"made_up_code"}]`, "/0/error"},
 	} {
 		_, err := NewTape(mustParseTape(t, tc.tape))
 		var se *Error
@@ -300,8 +304,8 @@ func TestTapeEntriesMatchTheirRoute(t *testing.T) {
 			t.Errorf("%s: %v (%+v), want tape_invalid at %s", tc.rule, err, se, tc.path)
 		}
 	}
-	// What production can answer is accepted: real codes, and any code for tools.call,
-	// which passes on the code of the tool it called.
+	// What production can answer is accepted: real codes, and any registered code for
+	// tools.call, which passes on the code of the tool it called.
 	for _, tape := range []string{
 		`[{"name":"clock.now","ok":false,"error":"capability_denied"}]`,
 		`[{"name":"kv.get","ok":false,"error":"store offline"}]`,

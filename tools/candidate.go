@@ -20,6 +20,7 @@ import (
 	"github.com/agentlibos/libos/jsbundle"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/syscalls"
+	"github.com/agentlibos/libos/wasm"
 )
 
 // Candidate is a proposed JIT tool as the model wrote it: the arguments of
@@ -46,7 +47,9 @@ type Limits struct {
 	MaxTests int
 	// MaxTestBytes bounds each test, as compact JSON. Default 16 KiB.
 	MaxTestBytes int
-	// MaxTapeEntries bounds the syscall tape of each test. Default 64.
+	// MaxTapeEntries bounds the syscall tape of each test. Default 100, the sandbox's
+	// syscall bound per run (wasm.DefaultSyscalls): a call stopped at that bound
+	// exports as a test that validates.
 	MaxTapeEntries int
 	// MaxDepth bounds the nesting of schemas and test values. Default 32.
 	MaxDepth int
@@ -60,7 +63,7 @@ const (
 	DefaultMaxSchemaBytes      = 16 << 10
 	DefaultMaxTests            = 32
 	DefaultMaxTestBytes        = 16 << 10
-	DefaultMaxTapeEntries      = 64
+	DefaultMaxTapeEntries      = wasm.DefaultSyscalls
 	DefaultMaxDepth            = 32
 )
 
@@ -360,6 +363,11 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 		code, _ := m["code"].(string)
 		if !ok || len(m) != 1 || !errorCodeRE().MatchString(code) {
 			return testCase{}, errorf(CodeInvalidTest, `"expected_error" must be {"code": "<error code>"}, the code the call fails with`)
+		}
+		// A call fails only with a code of the module's one registry: a test that
+		// expects any other could never pass.
+		if _, ok := liberr.Lookup(Code(code)); !ok {
+			return testCase{}, errorf(CodeInvalidTest, `"expected_error" code %q is not an error code a call can fail with (ERRORS.md lists them)`, code)
 		}
 		tc.expectErr = code
 	}

@@ -251,10 +251,12 @@ func (j *JIT) propose(ctx context.Context, call *engine.Call) (json.RawMessage, 
 		return nil, errorf(CodeNameConflict, "%s; choose a name for a genuinely distinct contract (there is no replacement)", why)
 	}
 	id := newID("tcand_")
-	sum := sha256.Sum256([]byte(c.SourceCode))
+	// The digests of the source and the schemas, as stored, are in the hash-chained
+	// log: a replay holds the stored candidate to them.
 	data, _ := json.Marshal(map[string]any{
-		"candidate_id": id, "name": c.Name, "source_sha256": hex.EncodeToString(sum[:]),
+		"candidate_id": id, "name": c.Name, "source_sha256": sha256Hex([]byte(c.SourceCode)),
 		"source_bytes": len(c.SourceCode), "tests": testCount(c.Tests),
+		"input_schema_sha256": sha256Hex(c.InputSchema), "output_schema_sha256": sha256Hex(c.OutputSchema),
 	})
 	// Deferred: durable with the call's settlement, which the kernel syncs before the
 	// model sees the candidate ID (the store's log is one ordered prefix).
@@ -272,6 +274,11 @@ func (j *JIT) propose(ctx context.Context, call *engine.Call) (json.RawMessage, 
 		return nil, storageErr("persist the candidate", err)
 	}
 	return json.Marshal(map[string]string{"candidate_id": id})
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 func testCount(tests json.RawMessage) int {

@@ -112,31 +112,30 @@ func Summary(rs []ReplayResult) string {
 // production, no ambient clock), and compares: the syscalls the code makes (order and arguments) and
 // what it returns (the value, or the code of the error the call failed with). The
 // first difference is reported. A call that cannot be replayed is a result with
-// verdict not_replayable and the refusal's code; the error is for the store itself
-// failing.
+// verdict not_replayable and the refusal's code (journal_corrupt for a journal or
+// stored result that does not match its events' digests). The error is for the store
+// itself failing, for an unknown process or call (call_not_found), and for a log
+// that does not verify (journal_corrupt): no verdict is read from an edited log.
 func Replay(ctx context.Context, st *store.Store, sb *wasm.Engine, pid, callID string, opts ReplayOptions) (ReplayResult, error) {
 	c, err := findCall(st, pid, callID)
 	if err != nil {
 		return ReplayResult{}, err
 	}
-	return newReplayer(st, sb, opts).one(ctx, c)
+	return newReplayer(st, sb, pid, opts).one(ctx, c)
 }
 
 // ReplayAll replays every JIT tool call of pid (of opts.Tool, opened at or after
 // opts.Since, when set), in the order the calls were opened. Calls that are not
 // settled count as not replayable.
 func ReplayAll(ctx context.Context, st *store.Store, sb *wasm.Engine, pid string, opts ReplayOptions) ([]ReplayResult, error) {
-	if _, err := st.Process(pid); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, errorf(CodeCallNotFound, "no process %q", liberr.Clip(pid, 80))
-		}
-		return nil, storageErr("read process "+pid, err)
+	if err := openLog(st, pid); err != nil {
+		return nil, err
 	}
 	cs, err := scanCalls(st, pid, nil)
 	if err != nil {
 		return nil, err
 	}
-	rp := newReplayer(st, sb, opts)
+	rp := newReplayer(st, sb, pid, opts)
 	var out []ReplayResult
 	for _, c := range cs {
 		if c.kind != "jit" || (opts.Tool != "" && c.tool != opts.Tool) || (!opts.Since.IsZero() && c.time.Before(opts.Since)) {
@@ -160,6 +159,10 @@ type replayer struct {
 	sb    *wasm.Engine
 	opts  ReplayOptions
 	progs map[string]*compiled
+	// pid is the replayed process, whose log is verified already; proposed keeps
+	// the jit_proposed digests of each process whose log was read.
+	pid      string
+	proposed map[string]map[string]proposedDigests
 }
 
 type compiled struct {
@@ -168,8 +171,8 @@ type compiled struct {
 	err    error
 }
 
-func newReplayer(st *store.Store, sb *wasm.Engine, opts ReplayOptions) *replayer {
-	return &replayer{st: st, sb: sb, opts: opts, progs: map[string]*compiled{}}
+func newReplayer(st *store.Store, sb *wasm.Engine, pid string, opts ReplayOptions) *replayer {
+	return &replayer{st: st, sb: sb, opts: opts, progs: map[string]*compiled{}, pid: pid, proposed: map[string]map[string]proposedDigests{}}
 }
 
 func notReplayable(c *storedCall, err error) ReplayResult {
@@ -180,22 +183,18 @@ func notReplayable(c *storedCall, err error) ReplayResult {
 	return r
 }
 
-// program returns the code to replay c with: the options' source, or the registered
-// tool's, found through the process's binding of that name with c's tool ID.
+// program returns the code to replay c with: the options' source, or the code that
+// made the call, the candidate c's tool ID was registered from (its jit_registered
+// event, or the process_forked event of a fork), whether or not the tool is still
+// bound: a revoked tool replays with its own code, and a later tool of the same name
+// is never taken for it. The candidate's stored source must still have the digest
+// its jit_proposed event carries.
 func (rp *replayer) program(c *storedCall) (*compiled, error) {
 	source, outSchema := rp.opts.Source, rp.opts.OutputSchema
 	if source == "" {
-		b, err := rp.st.Binding(c.pid, c.tool)
-		if err != nil || b.ToolID != c.toolID {
-			return nil, errorf(CodeNotReplayable, "the code of %s (tool %s) is not bound in process %s", c.tool, c.toolID, c.pid)
-		}
-		owner := b.CandidatePID
-		if owner == "" {
-			owner = b.PID
-		}
-		cand, err := rp.st.Candidate(owner, b.CandidateID)
+		cand, err := rp.candidate(c)
 		if err != nil {
-			return nil, errorf(CodeNotReplayable, "the candidate %s of %s is not in the store: %v", b.CandidateID, c.tool, err)
+			return nil, err
 		}
 		source = cand.SourceCode
 		if outSchema == nil {
@@ -224,6 +223,93 @@ func (rp *replayer) program(c *storedCall) (*compiled, error) {
 		p.out = s
 	}
 	return p, nil
+}
+
+// candidate returns the candidate whose code made call c, checked against the digests
+// of its jit_proposed event.
+func (rp *replayer) candidate(c *storedCall) (store.Candidate, error) {
+	o := c.origin
+	if o.candidateID == "" {
+		return store.Candidate{}, errorf(CodeNotReplayable, "no jit_registered event of process %s names tool %s of %s: its code is not known", c.pid, c.toolID, c.tool)
+	}
+	cand, err := rp.st.Candidate(o.candidatePID, o.candidateID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Candidate{}, errorf(CodeNotReplayable, "the candidate %s of %s is not in the store", o.candidateID, c.tool)
+	case errors.Is(err, store.ErrCorrupt):
+		return store.Candidate{}, &Error{Layer: layer, Code: CodeJournalCorrupt, Err: err, Message: fmt.Sprintf("the candidate %s of %s does not decode", o.candidateID, c.tool)}
+	case err != nil:
+		return store.Candidate{}, storageErr("read the candidate "+o.candidateID, err)
+	}
+	digests, err := rp.proposals(o.candidatePID)
+	if err != nil {
+		return store.Candidate{}, err
+	}
+	want, ok := digests[o.candidateID]
+	switch {
+	case !ok:
+		return store.Candidate{}, errorf(CodeJournalCorrupt, "no jit_proposed event of process %s names the candidate %s of %s", o.candidatePID, o.candidateID, c.tool)
+	case cand.Name != c.tool || sha256Hex([]byte(cand.SourceCode)) != want.source:
+		return store.Candidate{}, errorf(CodeJournalCorrupt, "the stored source of candidate %s of %s does not match the digest in its jit_proposed event %d", o.candidateID, c.tool, want.seq)
+	// A jit_proposed event written before the schemas' digests were recorded has
+	// none, and its candidate's schemas are read as stored.
+	case want.input != "" && sha256Hex(cand.InputSchema) != want.input,
+		want.output != "" && sha256Hex(cand.OutputSchema) != want.output:
+		return store.Candidate{}, errorf(CodeJournalCorrupt, "the stored schemas of candidate %s of %s do not match the digests in its jit_proposed event %d", o.candidateID, c.tool, want.seq)
+	}
+	return cand, nil
+}
+
+// proposedDigests is what a jit_proposed event records of a candidate's contents.
+type proposedDigests struct {
+	seq           uint64
+	source        string // source_sha256
+	input, output string // input_schema_sha256, output_schema_sha256: "" in older events
+}
+
+// proposals returns the jit_proposed digests of the candidates of pid, by candidate
+// ID, reading pid's log once per replay; a log other than the replayed process's (the
+// proposer of a forked tool) is verified first.
+func (rp *replayer) proposals(pid string) (map[string]proposedDigests, error) {
+	if m, ok := rp.proposed[pid]; ok {
+		return m, nil
+	}
+	if pid != rp.pid {
+		if err := openLog(rp.st, pid); err != nil {
+			if te, ok := own(err); ok && te.Code == CodeCallNotFound {
+				return nil, errorf(CodeNotReplayable, "the process %s that proposed the tool is not in the store", liberr.Clip(pid, 80))
+			}
+			return nil, err
+		}
+	}
+	m := map[string]proposedDigests{}
+	for after := uint64(0); ; {
+		evs, err := rp.st.Events(pid, after, store.MaxPage)
+		if err != nil {
+			return nil, storageErr("read the event log of "+pid, err)
+		}
+		for _, e := range evs {
+			after = e.Seq
+			if e.Type != EventJITProposed {
+				continue
+			}
+			var d struct {
+				CandidateID string `json:"candidate_id"`
+				Source      string `json:"source_sha256"`
+				Input       string `json:"input_schema_sha256"`
+				Output      string `json:"output_schema_sha256"`
+			}
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
+			}
+			m[d.CandidateID] = proposedDigests{seq: e.Seq, source: d.Source, input: d.Input, output: d.Output}
+		}
+		if len(evs) < store.MaxPage {
+			break
+		}
+	}
+	rp.proposed[pid] = m
+	return m, nil
 }
 
 // observedCall is one syscall the replayed code made.
@@ -260,11 +346,12 @@ func (rp *replayer) one(ctx context.Context, c *storedCall) (ReplayResult, error
 	}
 	var recorded json.RawMessage
 	if c.settlement == store.EventToolResult {
-		res, err := rp.st.ToolResult(c.pid, c.id)
-		if err != nil {
-			return ReplayResult{}, storageErr("read the result of "+c.id, err)
+		if recorded, err = c.result(rp.st); err != nil {
+			if te, ok := own(err); ok && te.Code == CodeStorage {
+				return ReplayResult{}, err
+			}
+			return notReplayable(c, err), nil
 		}
-		recorded = res.Structured
 	}
 	player, err := syscalls.NewTape(tape)
 	if err != nil {

@@ -1,6 +1,9 @@
 package tools
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/internal/jsonexact"
 	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/syscalls"
@@ -33,8 +37,9 @@ const (
 	// predates it), a syscall of it was refused before routing (a tape cannot say
 	// that), or its tool's code is no longer in the store.
 	CodeNotReplayable Code = "not_replayable"
-	// CodeJournalCorrupt: the journal does not match the digests its hash-chained
-	// audit events carry.
+	// CodeJournalCorrupt: the process's event log does not verify (an event edited,
+	// removed, reordered or taken from another log), or the call's journal, stored
+	// result or code does not match the digests its hash-chained events carry.
 	CodeJournalCorrupt Code = "journal_corrupt"
 )
 
@@ -84,13 +89,24 @@ type storedCall struct {
 	tool        string
 	toolID      string
 	kind        string
+	origin      toolOrigin // where the code of toolID is: zero when no event names it
 	args        json.RawMessage
 	settlement  string // tool_result, tool_failed, unknown_settlement, or "" when open
 	failCode    string
 	failReason  string
 	failStage   string // "" in events written before the stage was recorded
+	resultSeq   uint64 // of tool_result
+	resultSHA   string // the tool_result event's result_sha256: the stored result's digest
 	syscalls    []syscallEvent
 	missingJrnl bool // a syscall event of the call names no journal entry
+}
+
+// toolOrigin is the candidate a JIT tool ID was made from, as the log records it: its
+// jit_registered event, or, in a fork, the process_forked event that re-created the
+// binding under a new tool ID. A call's code is found through it, never through the
+// process's current binding of the name, which a revoke or a replacement changes.
+type toolOrigin struct {
+	candidatePID, candidateID string
 }
 
 type syscallEvent struct {
@@ -107,9 +123,10 @@ type syscallEvent struct {
 // were opened; only calls for which want is true are kept (nil keeps all).
 func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*storedCall, error) {
 	var (
-		out   []*storedCall
-		byID  = map[string]*storedCall{}
-		after uint64
+		out     []*storedCall
+		byID    = map[string]*storedCall{}
+		origins = map[string]toolOrigin{}
+		after   uint64
 	)
 	for {
 		evs, err := st.Events(pid, after, store.MaxPage)
@@ -118,6 +135,31 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 		}
 		for _, e := range evs {
 			after = e.Seq
+			switch e.Type {
+			case EventJITRegistered:
+				var d struct {
+					CandidateID string `json:"candidate_id"`
+					ToolID      string `json:"tool_id"`
+				}
+				if err := json.Unmarshal(e.Data, &d); err != nil {
+					return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
+				}
+				origins[d.ToolID] = toolOrigin{candidatePID: pid, candidateID: d.CandidateID}
+			case engine.EventProcessForked:
+				var d struct {
+					Bindings []struct {
+						ToolID       string `json:"tool_id"`
+						CandidateID  string `json:"candidate_id"`
+						CandidatePID string `json:"candidate_pid"`
+					} `json:"bindings"`
+				}
+				if err := json.Unmarshal(e.Data, &d); err != nil {
+					return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
+				}
+				for _, b := range d.Bindings {
+					origins[b.ToolID] = toolOrigin{candidatePID: b.CandidatePID, candidateID: b.CandidateID}
+				}
+			}
 			if e.CallID == "" || (want != nil && !want(e.CallID)) {
 				continue
 			}
@@ -132,7 +174,7 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 				if err := json.Unmarshal(e.Data, &d); err != nil {
 					return nil, errorf(CodeStorage, "event %d of %s: %v", e.Seq, pid, err)
 				}
-				c := &storedCall{pid: pid, id: e.CallID, seq: e.Seq, time: e.Time, tool: d.Tool, toolID: d.ToolID, kind: d.Kind, args: d.Args}
+				c := &storedCall{pid: pid, id: e.CallID, seq: e.Seq, time: e.Time, tool: d.Tool, toolID: d.ToolID, kind: d.Kind, args: d.Args, origin: origins[d.ToolID]}
 				byID[c.id] = c
 				out = append(out, c)
 			case store.EventToolResult, store.EventToolFailed, store.EventUnknownSettlement:
@@ -141,10 +183,17 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 					continue
 				}
 				c.settlement = e.Type
-				if e.Type == store.EventToolFailed {
+				switch e.Type {
+				case store.EventToolFailed:
 					var d struct{ Code, Reason, Stage string }
 					_ = json.Unmarshal(e.Data, &d)
 					c.failCode, c.failReason, c.failStage = d.Code, d.Reason, d.Stage
+				case store.EventToolResult:
+					var d struct {
+						SHA256 string `json:"result_sha256"`
+					}
+					_ = json.Unmarshal(e.Data, &d)
+					c.resultSeq, c.resultSHA = e.Seq, d.SHA256
 				}
 			case syscalls.EventSyscall:
 				c := byID[e.CallID]
@@ -177,13 +226,35 @@ func scanCalls(st *store.Store, pid string, want func(callID string) bool) ([]*s
 	}
 }
 
+// openLog checks that pid names a process of st and that its event log verifies
+// (store.Verify: dense sequence numbers, each event's hash over its content, each
+// prev_hash the previous event's hash, the chain ending at the recorded head). An ID
+// the store could never hold (empty, oversized, control characters) names no process
+// either: it is call_not_found like an unknown one, and the message quotes it clipped,
+// never whole. A log that does not verify (an event edited, removed, reordered, or
+// taken from another process's log) is journal_corrupt: nothing read from it becomes
+// a test or a verdict.
+func openLog(st *store.Store, pid string) error {
+	if _, err := st.Process(pid); err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
+			return errorf(CodeCallNotFound, "no process %q", liberr.Clip(pid, 80))
+		}
+		return storageErr("read process "+liberr.Clip(pid, 80), err)
+	}
+	if err := st.Verify(pid); err != nil {
+		if errors.Is(err, store.ErrCorrupt) {
+			return &Error{Layer: layer, Code: CodeJournalCorrupt, Err: err,
+				Message: fmt.Sprintf("the event log of %s does not verify, so none of its calls is read: %s", pid, liberr.Clip(err.Error(), 300))}
+		}
+		return storageErr("verify the event log of "+pid, err)
+	}
+	return nil
+}
+
 // findCall returns call callID of pid.
 func findCall(st *store.Store, pid, callID string) (*storedCall, error) {
-	if _, err := st.Process(pid); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, errorf(CodeCallNotFound, "no process %q", liberr.Clip(pid, 80))
-		}
-		return nil, storageErr("read process "+pid, err)
+	if err := openLog(st, pid); err != nil {
+		return nil, err
 	}
 	cs, err := scanCalls(st, pid, func(id string) bool { return id == callID })
 	if err != nil {
@@ -247,6 +318,22 @@ func (c *storedCall) tape(st *store.Store) ([]syscalls.TapeEntry, []store.Journa
 	return tape, js, nil
 }
 
+// result returns the stored result of c, a call settled with tool_result, after
+// checking it against its tool_result event: the record must be this call's and its
+// bytes must have the digest the hash-chained event carries. A result edited, removed
+// or taken from another call is journal_corrupt, never an expected value.
+func (c *storedCall) result(st *store.Store) (json.RawMessage, error) {
+	res, err := st.ToolResult(c.pid, c.id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
+		return nil, storageErr("read the result of "+c.id, err)
+	}
+	sum := sha256.Sum256(res.Structured)
+	if err != nil || res.PID != c.pid || res.CallID != c.id || res.Tool != c.tool || hex.EncodeToString(sum[:]) != c.resultSHA {
+		return nil, errorf(CodeJournalCorrupt, "the stored result of call %s does not match the digest in its tool_result event %d", c.id, c.resultSeq)
+	}
+	return res.Structured, nil
+}
+
 // labels lists the data-flow labels the call's syscalls returned, in order of first
 // appearance.
 func labels(js []store.JournalEntry) []string {
@@ -273,7 +360,13 @@ func labels(js []store.JournalEntry) []string {
 // (not_jit_tool), failed after its code returned (not_replayable: the output schema
 // or the result limit refused it, which a test does not exercise), has a truncated
 // journal (journal_truncated), saw labelled data (export_forbidden), or cannot be
-// expressed as a tape (not_replayable, journal_corrupt). Arguments are exported as
+// expressed as a tape (not_replayable), or whose test no validation would accept
+// (limit_exceeded: over a test's default bounds of tape entries, bytes or nesting;
+// not_replayable for any other refusal of the validator's parse). The tape bound is
+// the sandbox's syscall bound per run, so a call stopped at that bound exports a test
+// that validates. The process's event log is verified first,
+// and the call's journal and stored result are checked against the digests its
+// events carry: an edited store is journal_corrupt, never a test. Arguments are exported as
 // the code sent them: a secret is never in them, since secrets are passed by
 // reference and the reference stays a reference.
 //
@@ -307,18 +400,56 @@ func exportCall(st *store.Store, c *storedCall) (TestCase, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
+	tc := TestCase{Args: args, Syscalls: tape}
 	if c.settlement != store.EventToolResult {
 		if afterReturn(c.failCode, c.failStage) {
 			return TestCase{}, errorf(CodeNotReplayable, "call %s of %s failed with %s after its code ran (%s): a test cannot expect that refusal",
 				c.id, c.tool, orNone(c.failCode), liberr.Clip(c.failReason, 200))
 		}
-		return TestCase{Args: args, ExpectedError: &ExpectedError{Code: c.failCode}, Syscalls: tape}, nil
+		tc.ExpectedError = &ExpectedError{Code: c.failCode}
+	} else {
+		res, err := c.result(st)
+		if err != nil {
+			return TestCase{}, err
+		}
+		tc.Expected = res
 	}
-	res, err := st.ToolResult(c.pid, c.id)
-	if err != nil {
-		return TestCase{}, storageErr("read the result of "+c.id, err)
+	if err := c.validatable(tc); err != nil {
+		return TestCase{}, err
 	}
-	return TestCase{Args: args, Expected: res.Structured, Syscalls: tape}, nil
+	return tc, nil
+}
+
+// validatable refuses the test of c that no validation would accept, so that an
+// export is a test that can pass: over the default bounds of a test (its tape's
+// entries, its bytes as compact JSON, its nesting) it is limit_exceeded, and one the
+// validator's parse refuses otherwise is not_replayable. The check is the validator's
+// own parse of a test, on the bytes an export prints.
+func (c *storedCall) validatable(tc TestCase) error {
+	lim := Limits{}.withDefaults()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(tc); err != nil {
+		return errorf(CodeNotReplayable, "the test of call %s does not encode: %v", c.id, err)
+	}
+	item := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if len(tc.Syscalls) > lim.MaxTapeEntries {
+		return errorf(CodeLimitExceeded, "call %s of %s made %d syscalls; a test's tape holds at most %d, so no validation would accept its test",
+			c.id, c.tool, len(tc.Syscalls), lim.MaxTapeEntries)
+	}
+	if len(item) > lim.MaxTestBytes {
+		return errorf(CodeLimitExceeded, "the test of call %s of %s is %d bytes; a test is at most %d, so no validation would accept it",
+			c.id, c.tool, len(item), lim.MaxTestBytes)
+	}
+	if doc, err := jsonexact.DecodeDoc(item, 0); err == nil && doc.Depth() > lim.MaxDepth {
+		return errorf(CodeLimitExceeded, "the test of call %s of %s nests %d deep; a test nests at most %d, so no validation would accept it",
+			c.id, c.tool, doc.Depth(), lim.MaxDepth)
+	}
+	if _, perr := parseTest(item, lim); perr != nil {
+		return errorf(CodeNotReplayable, "the test of call %s of %s would not validate (%s): %s", c.id, c.tool, perr.Code, perr.Message)
+	}
+	return nil
 }
 
 // exportPolicy compiles the data-flow rules of the image process pid was created

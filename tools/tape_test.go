@@ -12,6 +12,7 @@ import (
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/store"
 	"github.com/agentlibos/libos/tools"
+	"github.com/agentlibos/libos/wasm"
 )
 
 // replayCandidate reads testdata/replay/NAME.json, compacted.
@@ -297,6 +298,19 @@ func TestExportRefusals(t *testing.T) {
 		if err != nil || tc.ExpectedError == nil || tc.ExpectedError.Code != "limit_exceeded" {
 			t.Fatalf("a sandbox limit is the code's own refusal, exported as expected_error: %+v %v", tc, err)
 		}
+		// "The tape's entry bound should equal the sandbox's syscall bound per run, so
+		// that a call stopped at that bound round-trips through export and validation."
+		if len(tc.Syscalls) != wasm.DefaultSyscalls || tools.DefaultMaxTapeEntries != wasm.DefaultSyscalls {
+			t.Fatalf("the call stopped at the sandbox's bound of %d syscalls; its tape has %d entries, the tape bound is %d",
+				wasm.DefaultSyscalls, len(tc.Syscalls), tools.DefaultMaxTapeEntries)
+		}
+		withTest, err := tools.ParseCandidate([]byte(withField(t, loop, "tests", "["+mustJSON(tc)+"]")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep := w.jit.Validator().Validate(ctx, withTest); !rep.OK || len(rep.Tests) != 1 || !rep.Tests[0].OK {
+			t.Fatalf("the exported test of a call stopped at the syscall bound must validate: %s", mustJSON(rep))
+		}
 
 		big := withField(t, open, "source_code", `"export async function run(args: { timezone: string }, libos: any) {\n  return { s: \"x\".repeat(70000) };\n}\n"`)
 		pid = w.registerCandidate(t, big, "clock:now")
@@ -315,6 +329,8 @@ func TestExportRefusals(t *testing.T) {
 			`{"args":{},"syscalls":[]}`,
 			`{"args":{},"expected_error":{"code":"Not A Code"},"syscalls":[]}`,
 			`{"args":{},"expected_error":{"code":"capability_denied","message":"x"},"syscalls":[]}`,
+			// "a test's expected_error code must be a registered one"
+			`{"args":{},"expected_error":{"code":"disk_full"},"syscalls":[]}`,
 		} {
 			c, err := tools.ParseCandidate([]byte(withField(t, cand, "tests", "["+bad+"]")))
 			if err != nil {
