@@ -15,8 +15,9 @@ import (
 
 // anthropicProvider speaks the Messages API through the official SDK.
 type anthropicProvider struct {
-	cfg    ProviderConfig
-	client anthropic.Client
+	cfg     ProviderConfig
+	secrets secrets
+	client  anthropic.Client
 }
 
 func newAnthropic(cfg ProviderConfig) *anthropicProvider {
@@ -27,7 +28,7 @@ func newAnthropic(cfg ProviderConfig) *anthropicProvider {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &anthropicProvider{cfg: cfg, client: anthropic.NewClient(opts...)}
+	return &anthropicProvider{cfg: cfg, secrets: secretsOf(cfg), client: anthropic.NewClient(opts...)}
 }
 
 func (*anthropicProvider) Name() string               { return "anthropic" }
@@ -53,7 +54,9 @@ func (a *anthropicProvider) ToolResults(outs []Outcome) ([]json.RawMessage, erro
 	return []json.RawMessage{m}, nil
 }
 
-func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(string)) (*Turn, error) {
+func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(string)) (t *Turn, err error) {
+	// A provider may echo the credentials it was sent: no error leaves with them.
+	defer func() { err = a.secrets.scrub(err) }()
 	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: a.cfg.MaxTokens}
 	if req.System != "" {
 		p.System = []anthropic.TextBlockParam{{Text: req.System}}
@@ -101,7 +104,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		}
 		msg = *res
 	}
-	t := &Turn{Stop: string(msg.StopReason), Attempts: x.attempts(),
+	t = &Turn{Stop: string(msg.StopReason), Attempts: x.attempts(),
 		Usage: Usage{Input: msg.Usage.InputTokens, Output: msg.Usage.OutputTokens}}
 	for _, b := range msg.Content {
 		switch b.Type {
@@ -114,7 +117,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 			}
 			frame, err := json.Marshal(anthropicFrame{Type: "tool_use", ID: b.ID, Name: b.Name, Input: input})
 			if err != nil {
-				return t, err
+				return t, x.badResponse(err, "anthropic tool_use block cannot be encoded: "+liberr.Clip(err.Error(), 300))
 			}
 			t.Calls = append(t.Calls, ToolCall{ID: b.ID, Name: b.Name, Frame: frame})
 		}
@@ -127,7 +130,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 	}
 	m, err := json.Marshal(msg.ToParam())
 	if err != nil {
-		return t, err
+		return t, x.badResponse(err, "anthropic answer cannot be encoded: "+liberr.Clip(err.Error(), 300))
 	}
 	t.Message = m
 	return t, nil

@@ -14,7 +14,9 @@
 // was not is never sent again: the model is told its settlement is unknown. Provider
 // failures (rate limits and 5xx past the SDK's bounded retries, timeouts, refusals,
 // unusable responses) are typed Error values and provider_failed events, never tool
-// failures. API keys are passed to the SDK only: they are never written to the log.
+// failures. API keys are passed to the SDK only: they are never written to the log, and
+// an error that a provider made by echoing the key or the base URL's password has them
+// redacted (a key the message's clip cut in half included) before it leaves the provider.
 //
 // The providers are the official SDKs (github.com/openai/openai-go/v3 for chat
 // completions, github.com/anthropics/anthropic-sdk-go/v2 for messages), streaming or

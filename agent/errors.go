@@ -56,7 +56,9 @@ var (
 )
 
 // ProviderFailure is the cause inside a provider error: the HTTP status of the last
-// attempt (0 when none answered) and how many attempts the SDK made.
+// attempt (0 when none answered) and how many attempts were made. Err is what the SDK
+// or the transport said, as text with the API key and the base URL's password
+// redacted: the SDK's own error value holds the request, and with it the credentials.
 type ProviderFailure struct {
 	Status   int
 	Attempts int
@@ -70,7 +72,7 @@ func (f *ProviderFailure) Error() string {
 	return f.Err.Error()
 }
 
-// Unwrap returns the SDK's error.
+// Unwrap returns the failure's text as an error.
 func (f *ProviderFailure) Unwrap() error { return f.Err }
 
 // FailureOf returns the provider failure inside err, if any.

@@ -16,8 +16,9 @@ import (
 // openAI speaks chat completions through the official SDK: api.openai.com or any
 // OpenAI-compatible server (llama.cpp's server, vLLM, Ollama) at BaseURL.
 type openAI struct {
-	cfg    ProviderConfig
-	client openai.Client
+	cfg     ProviderConfig
+	secrets secrets
+	client  openai.Client
 }
 
 func newOpenAI(cfg ProviderConfig) *openAI {
@@ -31,7 +32,7 @@ func newOpenAI(cfg ProviderConfig) *openAI {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &openAI{cfg: cfg, client: openai.NewClient(opts...)}
+	return &openAI{cfg: cfg, secrets: secretsOf(cfg), client: openai.NewClient(opts...)}
 }
 
 func (*openAI) Name() string               { return "openai" }
@@ -72,7 +73,9 @@ func (o *openAI) params(req Request) (openai.ChatCompletionNewParams, error) {
 	return p, nil
 }
 
-func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*Turn, error) {
+func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (t *Turn, err error) {
+	// A provider may echo the credentials it was sent: no error leaves with them.
+	defer func() { err = o.secrets.scrub(err) }()
 	p, err := o.params(req)
 	if err != nil {
 		return nil, err
@@ -120,7 +123,7 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 			onText(msg.Content)
 		}
 	}
-	t := &Turn{Text: msg.Content, Stop: finish, Attempts: x.attempts(),
+	t = &Turn{Text: msg.Content, Stop: finish, Attempts: x.attempts(),
 		Usage: Usage{Input: usage.PromptTokens, Output: usage.CompletionTokens}}
 	if msg.Refusal != "" || finish == "content_filter" {
 		return t, providerErr(CodeProviderRefused, 0, t.Attempts, nil, "%s", "the model refused: "+liberr.Clip(msg.Refusal+finish, 300))
@@ -131,13 +134,13 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 		}
 		frame, err := json.Marshal(openAIFrame{ID: tc.ID, Type: "function", Function: openAIFrameFunction{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
 		if err != nil {
-			return t, err
+			return t, x.badResponse(err, "openai tool call cannot be encoded: "+liberr.Clip(err.Error(), 300))
 		}
 		t.Calls = append(t.Calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Frame: frame})
 	}
 	m, err := json.Marshal(msg.ToParam())
 	if err != nil {
-		return t, err
+		return t, x.badResponse(err, "openai answer cannot be encoded: "+liberr.Clip(err.Error(), 300))
 	}
 	t.Message = m
 	return t, nil

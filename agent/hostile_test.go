@@ -1,0 +1,135 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/agentlibos/libos/agent"
+	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/liberr"
+)
+
+// apiServer is a model API played by handler on a loopback server; it returns the
+// base URL the provider kind is configured with, with userinfo when it is not "".
+func apiServer(t *testing.T, kind, userinfo string, handler http.HandlerFunc) string {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	u := srv.URL
+	if userinfo != "" {
+		u = strings.Replace(u, "://", "://"+userinfo+"@", 1)
+	}
+	if kind == "openai" {
+		u += "/v1"
+	}
+	return u
+}
+
+// writeAnswer writes step as the provider's answer to r: a streamed one when r asks
+// for a stream, else one JSON body.
+func writeAnswer(w http.ResponseWriter, r *http.Request, kind string, step scriptStep) {
+	var req struct {
+		Stream bool `json:"stream"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	switch {
+	case req.Stream && kind == "openai":
+		writeOpenAI(w, step)
+	case req.Stream:
+		writeAnthropic(w, step)
+	default:
+		body := openAICompletion(step)
+		if kind == "anthropic" {
+			body = anthropicMessage(step)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(body)
+	}
+}
+
+// errorBody is the provider's error object with message.
+func errorBody(kind, message string) []byte {
+	var v any = map[string]any{"error": map[string]any{"message": message, "type": "invalid_request_error", "code": nil}}
+	if kind == "anthropic" {
+		v = map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": message}}
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// texts is every text err shows: its own and that of each cause in its chain.
+func texts(err error) []string {
+	var out []string
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+const (
+	testKey      = "sk-test-secret-key-0123456789"
+	testPassword = "pw-hunter2-secret"
+)
+
+// "API keys are passed to the SDK only: they are never written to the log", and no
+// more may an error carry them: a provider that echoes the key or the base URL's
+// password gets them redacted from the error, its cause and the provider_failed
+// event, including a key that the message's clip cut in half.
+func TestProviderErrorsRedactCredentials(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.String(), func(t *testing.T) {
+			w := openWorld(t, t.TempDir(), engine.Direct)
+			// The key repeated with a padding in front: one of the paddings puts a
+			// key across the clip of the message, whatever the length of the URL
+			// before it.
+			var pad int
+			status := http.StatusBadRequest
+			base := apiServer(t, v.kind, "user:"+testPassword, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(status)
+				_, _ = w.Write(errorBody(v.kind, "Incorrect API key provided:"+strings.Repeat(" ", pad)+strings.Repeat(testKey+" ", 20)))
+			})
+			p, err := agent.NewProvider(agent.ProviderConfig{Kind: v.kind, BaseURL: base, APIKey: testKey, Stream: v.stream, MaxRetries: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			halfKey := false
+			for _, st := range []int{http.StatusBadRequest, http.StatusUnauthorized} {
+				for _, pad = range []int{0, 7, 14, 21} {
+					status = st
+					_, err := agent.Run(context.Background(), config(w, p), "hi")
+					if liberr.CodeOf(err) == "" {
+						t.Fatalf("HTTP %d: err %v, want a typed provider error", st, err)
+					}
+					for _, s := range texts(err) {
+						if strings.Contains(s, testKey[:4]) || strings.Contains(s, testPassword[:4]) {
+							t.Errorf("HTTP %d, padding %d: the error shows a credential: %s", st, pad, s)
+						}
+						halfKey = halfKey || strings.HasSuffix(s, "{{secret:api_key}}"+liberr.ClipMark)
+					}
+				}
+			}
+			if !halfKey {
+				t.Error("no message was clipped within a key: the case of a key cut in half was not exercised")
+			}
+			failed := w.events(t, agent.EventFailed)
+			if len(failed) != 8 {
+				t.Fatalf("%d provider_failed events, want 8", len(failed))
+			}
+			for _, e := range w.events(t, "") {
+				if s := string(e.Data); strings.Contains(s, testKey[:4]) || strings.Contains(s, testPassword[:4]) {
+					t.Errorf("event %s shows a credential: %s", e.Type, s)
+				}
+			}
+			if !strings.Contains(fmt.Sprint(string(failed[0].Data)), "{{secret:api_key}}") {
+				t.Errorf("provider_failed %s does not say a secret was redacted", failed[0].Data)
+			}
+		})
+	}
+}
