@@ -105,7 +105,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		msg = *res
 	}
 	t = &Turn{Stop: string(msg.StopReason), Attempts: x.attempts(),
-		Usage: Usage{Input: msg.Usage.InputTokens, Output: msg.Usage.OutputTokens}}
+		Usage: usageOf(msg.Usage.InputTokens, msg.Usage.OutputTokens)}
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":

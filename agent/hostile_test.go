@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentlibos/libos/agent"
@@ -131,5 +132,82 @@ func TestProviderErrorsRedactCredentials(t *testing.T) {
 				t.Errorf("provider_failed %s does not say a secret was redacted", failed[0].Data)
 			}
 		})
+	}
+}
+
+// scripted serves steps in order as the provider's answers and counts the requests.
+type scripted struct {
+	steps    []scriptStep
+	requests atomic.Int32
+}
+
+func (s *scripted) handler(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n := int(s.requests.Add(1))
+		if n > len(s.steps) {
+			http.Error(w, "script exhausted", http.StatusInternalServerError)
+			return
+		}
+		writeAnswer(w, r, kind, s.steps[n-1])
+	}
+}
+
+// newProvider is a provider of variant v at base, with the test key and no retry.
+func newProvider(t *testing.T, v variant, base string, cfg agent.ProviderConfig) agent.Provider {
+	t.Helper()
+	cfg.Kind, cfg.BaseURL, cfg.Stream = v.kind, base, v.stream
+	if cfg.APIKey == "" {
+		cfg.APIKey = testKey
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = -1
+	}
+	p, err := agent.NewProvider(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func echoStep(id string, n int, in, out int64) scriptStep {
+	st := scriptStep{Calls: []scriptCall{{ID: id, Name: "echo", Arguments: fmt.Sprintf(`{"n":%d}`, n)}}}
+	st.Usage.Input, st.Usage.Output = in, out
+	return st
+}
+
+// "--budget-tokens stops the loop cleanly", whatever the provider reports: "counts
+// floor at 0 and sums saturate at the maximum instead of wrapping". A negative count
+// gives no budget back, and a count near the int64 bound does not wrap the total to
+// a negative number no budget reaches.
+func TestUsageFloorsAndSaturates(t *testing.T) {
+	const maxInt64 = 1<<63 - 1
+	cases := []struct {
+		name      string
+		steps     []scriptStep
+		wantSteps int
+		want      agent.Usage
+	}{
+		{"negative", []scriptStep{echoStep("c1", 1, -1000, 80), echoStep("c2", 2, 0, 80), {Text: "past the budget"}}, 2, agent.Usage{Input: 0, Output: 160}},
+		{"overflow", []scriptStep{echoStep("c1", 1, maxInt64, 10), echoStep("c2", 2, maxInt64, 10), {Text: "past the budget"}}, 1, agent.Usage{Input: maxInt64, Output: 10}},
+	}
+	for _, v := range variants {
+		for _, c := range cases {
+			t.Run(v.String()+"/"+c.name, func(t *testing.T) {
+				w := openWorld(t, t.TempDir(), engine.Direct)
+				s := &scripted{steps: c.steps}
+				cfg := config(w, newProvider(t, v, apiServer(t, v.kind, "", s.handler(v.kind)), agent.ProviderConfig{}))
+				cfg.BudgetTokens = 150
+				rep, err := agent.Run(context.Background(), cfg, "loop")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.Reason != agent.ReasonBudget || rep.Steps != c.wantSteps || rep.Usage != c.want {
+					t.Fatalf("report %+v, want %s after %d steps with usage %+v", rep, agent.ReasonBudget, c.wantSteps, c.want)
+				}
+				if rep.Usage.Total() < 0 {
+					t.Errorf("total %d is negative", rep.Usage.Total())
+				}
+			})
+		}
 	}
 }

@@ -124,7 +124,7 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (t 
 		}
 	}
 	t = &Turn{Text: msg.Content, Stop: finish, Attempts: x.attempts(),
-		Usage: Usage{Input: usage.PromptTokens, Output: usage.CompletionTokens}}
+		Usage: usageOf(usage.PromptTokens, usage.CompletionTokens)}
 	if msg.Refusal != "" || finish == "content_filter" {
 		return t, providerErr(CodeProviderRefused, 0, t.Attempts, nil, "%s", "the model refused: "+liberr.Clip(msg.Refusal+finish, 300))
 	}

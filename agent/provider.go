@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,11 +22,31 @@ type Usage struct {
 	Output int64 `json:"output"`
 }
 
-// Total is input plus output tokens.
-func (u Usage) Total() int64 { return u.Input + u.Output }
+// Total is input plus output tokens, at most the largest int64.
+func (u Usage) Total() int64 {
+	u = u.floor()
+	return saturatingAdd(u.Input, u.Output)
+}
 
+// add sums two usages. A provider's counts are not trusted to be sane: a negative one
+// counts as 0 (it would give budget back) and a sum stops at the largest int64 instead
+// of wrapping to a negative total that no budget ever reaches.
 func (u Usage) add(v Usage) Usage {
-	return Usage{Input: u.Input + v.Input, Output: u.Output + v.Output}
+	u, v = u.floor(), v.floor()
+	return Usage{Input: saturatingAdd(u.Input, v.Input), Output: saturatingAdd(u.Output, v.Output)}
+}
+
+// usageOf is the usage a provider reported, each count floored at 0.
+func usageOf(input, output int64) Usage { return Usage{Input: input, Output: output}.floor() }
+
+func (u Usage) floor() Usage { return Usage{Input: max(u.Input, 0), Output: max(u.Output, 0)} }
+
+// saturatingAdd adds two counts that are not negative, stopping at the largest int64.
+func saturatingAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // ToolCall is one tool call of a model answer.
