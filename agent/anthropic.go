@@ -21,7 +21,9 @@ type anthropicProvider struct {
 }
 
 func newAnthropic(cfg ProviderConfig) *anthropicProvider {
-	opts := []option.RequestOption{option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout), option.WithAPIKey(cfg.APIKey)}
+	// The retries and the timeout are the exchange's (see exchange.roundTrip): the
+	// SDK's would wait as long as Retry-After says, past Timeout.
+	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithAPIKey(cfg.APIKey)}
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
@@ -68,7 +70,10 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		}
 		p.Messages = append(p.Messages, m)
 	}
-	x := &exchange{name: "anthropic", apiStatus: anthropicStatus}
+	// Timeout covers every attempt and every wait between them.
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	x := newExchange("anthropic", a.cfg, anthropicStatus)
 	opts := []option.RequestOption{
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			return x.roundTrip(r, next)

@@ -13,7 +13,7 @@ const layer = "agent"
 // The codes of the provider path (registered in liberr, listed in ERRORS.md).
 const (
 	// CodeProviderRateLimited: the provider answered 429 on every attempt the retry
-	// bound allowed.
+	// bound allowed, or asked for a wait the loop does not make.
 	CodeProviderRateLimited liberr.Code = "provider_rate_limited"
 	// CodeProviderUnavailable: a 5xx answer past the retry bound, or no connection.
 	CodeProviderUnavailable liberr.Code = "provider_unavailable"

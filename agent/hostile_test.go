@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentlibos/libos/agent"
 	"github.com/agentlibos/libos/engine"
@@ -209,5 +210,124 @@ func TestUsageFloorsAndSaturates(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// failing answers every request with status and the given headers, and counts them.
+type failing struct {
+	status   int
+	header   map[string]string
+	requests atomic.Int32
+}
+
+func (f *failing) handler(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f.requests.Add(1)
+		for k, v := range f.header {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(f.status)
+		_, _ = w.Write(errorBody(kind, "try again"))
+	}
+}
+
+// answered is the default transport, telling got of each answer it received.
+type answered struct{ got chan<- struct{} }
+
+func (a answered) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil {
+		a.got <- struct{}{}
+	}
+	return resp, err
+}
+
+// "Timeout bounds one request, its retries and the waits between them included": a
+// provider answering 503 with a wait of 2 s is not retried five times under a
+// 3 s timeout; the request ends with the last answer once the next wait would pass
+// the deadline.
+func TestTimeoutCoversRetries(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.String(), func(t *testing.T) {
+			w := openWorld(t, t.TempDir(), engine.Direct)
+			f := &failing{status: http.StatusServiceUnavailable, header: map[string]string{"Retry-After-Ms": "2000"}}
+			p := newProvider(t, v, apiServer(t, v.kind, "", f.handler(v.kind)), agent.ProviderConfig{MaxRetries: 5, Timeout: 3 * time.Second})
+			_, err := agent.Run(context.Background(), config(w, p), "hi")
+			if !errors.Is(err, agent.ErrProviderUnavailable) {
+				t.Fatalf("err %v, want provider_unavailable", err)
+			}
+			n := f.requests.Load()
+			if n > 2 {
+				t.Errorf("%d attempts within a 3 s timeout with 2 s between them", n)
+			}
+			if fl, ok := agent.FailureOf(err); !ok || fl.Attempts != int(n) || fl.Status != 503 {
+				t.Errorf("failure %+v, want status 503 after the %d attempts the server saw", fl, n)
+			}
+		})
+	}
+}
+
+// "Retry waits are the loop's own: bounded": a 429 asking for a wait of a day ends the
+// retries at once with the typed rate-limit failure; the loop neither waits a day
+// (the Anthropic SDK would) nor retries sooner than it was told (the OpenAI SDK would).
+func TestRetryAfterBeyondTheBound(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.String(), func(t *testing.T) {
+			w := openWorld(t, t.TempDir(), engine.Direct)
+			f := &failing{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "86400"}}
+			p := newProvider(t, v, apiServer(t, v.kind, "", f.handler(v.kind)), agent.ProviderConfig{MaxRetries: 2})
+			// A guard only: a loop that waited as told would end here as cancelled.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := agent.Run(ctx, config(w, p), "hi")
+			if !errors.Is(err, agent.ErrProviderRateLimited) {
+				t.Fatalf("err %v, want provider_rate_limited", err)
+			}
+			if n := f.requests.Load(); n != 1 {
+				t.Errorf("%d attempts, want 1: the provider asked for a wait of a day", n)
+			}
+		})
+	}
+}
+
+// "Retry waits are … ended by context cancellation": a run cancelled while it waits
+// out a Retry-After of 50 s ends cancelled, without another attempt. (The guard is
+// not a measure: the run ends on the cancel, and the SDK's uncancellable sleep would
+// have held it for the whole 50 s.)
+func TestRetryWaitEndsOnCancel(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.String(), func(t *testing.T) {
+			w := openWorld(t, t.TempDir(), engine.Direct)
+			f := &failing{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "50"}}
+			// The client says when the 429 has reached it: the wait starts then.
+			got := make(chan struct{}, 4)
+			client := &http.Client{Transport: answered{got: got}}
+			p := newProvider(t, v, apiServer(t, v.kind, "", f.handler(v.kind)), agent.ProviderConfig{MaxRetries: 2, HTTPClient: client})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type result struct {
+				rep *agent.Report
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				rep, err := agent.Run(ctx, config(w, p), "hi")
+				done <- result{rep, err}
+			}()
+			<-got
+			cancel()
+			select {
+			case r := <-done:
+				if !errors.Is(r.err, agent.ErrCanceled) || r.rep.Reason != agent.ReasonCancelled {
+					t.Fatalf("report %+v, err %v; want cancelled", r.rep, r.err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the run still waits out Retry-After after its context was cancelled")
+			}
+			if n := f.requests.Load(); n != 1 {
+				t.Errorf("%d attempts, want 1", n)
+			}
+		})
 	}
 }

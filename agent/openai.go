@@ -22,7 +22,9 @@ type openAI struct {
 }
 
 func newOpenAI(cfg ProviderConfig) *openAI {
-	opts := []option.RequestOption{option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout)}
+	// The retries and the timeout are the exchange's (see exchange.roundTrip): the
+	// SDK's sleep through a cancelled context.
+	opts := []option.RequestOption{option.WithMaxRetries(0)}
 	// An empty key is sent as such (a local server needs none); the SDK would read
 	// OPENAI_API_KEY itself otherwise, and the CLI already did.
 	opts = append(opts, option.WithAPIKey(cfg.APIKey))
@@ -80,7 +82,10 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (t 
 	if err != nil {
 		return nil, err
 	}
-	x := &exchange{name: "openai", apiStatus: openaiStatus}
+	// Timeout covers every attempt and every wait between them.
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
+	defer cancel()
+	x := newExchange("openai", o.cfg, openaiStatus)
 	opts := []option.RequestOption{
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			return x.roundTrip(r, next)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -120,10 +122,15 @@ type ProviderConfig struct {
 	BaseURL string
 	// APIKey is handed to the SDK only; it is never logged or stored.
 	APIKey string
-	// MaxRetries bounds the SDK's retries of 429 and 5xx answers (with its backoff);
-	// 0 means the default of 2, a negative value no retry.
+	// MaxRetries bounds the retries of a request that got a 408, 409, 429 or 5xx
+	// answer or no connection; 0 means the default of 2, a negative value no retry.
+	// The retries and the waits between them are the loop's own (the SDKs' are off):
+	// a wait is the one the provider asks for (Retry-After) or a backoff, never more
+	// than a minute nor past Timeout (the request then fails with the last answer),
+	// and it ends when the context does.
 	MaxRetries int
-	// Timeout bounds one request, retries included; 0 means 2 minutes.
+	// Timeout bounds one request, its retries and the waits between them included;
+	// 0 means 2 minutes.
 	Timeout time.Duration
 	// Stream asks for a streamed answer (text deltas reach the observer as they come).
 	Stream bool
@@ -169,26 +176,127 @@ func NewProvider(cfg ProviderConfig) (Provider, error) {
 	return nil, errorf(CodeInvalidConfig, nil, "unknown provider %q (want %s)", cfg.Kind, strings.Join(Providers, " or "))
 }
 
-// exchange follows one request through a provider's SDK: how many HTTP attempts it
-// took (the SDK's retries included) and the status of the last answer. Both providers
-// type their failures through it, so a 429 or a timeout reads the same whichever SDK
-// met it.
+// exchange follows one request through a provider's SDK: it makes the HTTP attempts
+// (the retries are its own), counts them and keeps the status of the last answer.
+// Both providers type their failures through it, so a 429 or a timeout reads the same
+// whichever SDK met it.
 type exchange struct {
 	name string
 	// apiStatus reads the HTTP status out of the SDK's own error type, when err is one.
-	apiStatus func(err error) (int, bool)
-	n         atomic.Int32
-	status    atomic.Int32
+	apiStatus  func(err error) (int, bool)
+	maxRetries int
+	n          atomic.Int32
+	status     atomic.Int32
 }
 
-// roundTrip is the SDK middleware of the exchange: it runs once per attempt.
+func newExchange(name string, cfg ProviderConfig, apiStatus func(error) (int, bool)) *exchange {
+	return &exchange{name: name, apiStatus: apiStatus, maxRetries: cfg.MaxRetries}
+}
+
+// Bounds of the waits between attempts: the backoff doubles from backoffBase up to
+// backoffMax, and a wait the provider asks for over maxRetryWait ends the retries.
+const (
+	backoffBase  = 500 * time.Millisecond
+	backoffMax   = 8 * time.Second
+	maxRetryWait = time.Minute
+)
+
+// roundTrip is the SDK middleware of the exchange. The SDK makes one attempt (its
+// retries are off); this makes every attempt the retry bound allows, waiting between
+// them as retryWait says, and hands the SDK the last answer.
 func (x *exchange) roundTrip(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
-	x.n.Add(1)
-	resp, err := next(req)
-	if resp != nil {
-		x.status.Store(int32(resp.StatusCode))
+	for retry := 0; ; retry++ {
+		x.n.Add(1)
+		resp, err := next(req)
+		if resp != nil {
+			x.status.Store(int32(resp.StatusCode))
+		}
+		wait, again := x.retryWait(req, resp, err, retry)
+		if !again {
+			return resp, err
+		}
+		if resp != nil {
+			// Read a little of the body so the connection can be reused.
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+			resp.Body.Close()
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-req.Context().Done():
+			t.Stop()
+			return nil, req.Context().Err()
+		case <-t.C:
+		}
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		req = req.Clone(req.Context())
+		req.Body = body
+		if req.Header.Get("X-Stainless-Retry-Count") != "" {
+			req.Header.Set("X-Stainless-Retry-Count", strconv.Itoa(retry+1))
+		}
 	}
-	return resp, err
+}
+
+// retryWait says whether the attempt that got resp (or err) is retried, and after how
+// long: a 408, 409, 429 or 5xx answer (unless it says x-should-retry: false) or no
+// connection, while the retry bound allows, after the wait the provider asks for or
+// the backoff. A wait over maxRetryWait or past the request's deadline is not made:
+// the last answer stands.
+func (x *exchange) retryWait(req *http.Request, resp *http.Response, err error, retry int) (time.Duration, bool) {
+	if retry >= x.maxRetries || req.Context().Err() != nil || (req.Body != nil && req.GetBody == nil) {
+		return 0, false
+	}
+	wait := min(backoffBase<<retry, backoffMax)
+	if err != nil || resp == nil {
+		return wait, x.fits(req, wait)
+	}
+	switch resp.Header.Get("x-should-retry") {
+	case "false":
+		return 0, false
+	case "true":
+	default:
+		s := resp.StatusCode
+		if s != http.StatusRequestTimeout && s != http.StatusConflict && s != http.StatusTooManyRequests && s < 500 {
+			return 0, false
+		}
+	}
+	if asked, ok := retryAfter(resp.Header); ok {
+		wait = asked
+	}
+	return wait, x.fits(req, wait)
+}
+
+// fits reports whether a wait is within the bound and ends before the request's
+// deadline (Timeout covers the retries).
+func (x *exchange) fits(req *http.Request, wait time.Duration) bool {
+	if wait > maxRetryWait {
+		return false
+	}
+	if d, ok := req.Context().Deadline(); ok && time.Until(d) <= wait {
+		return false
+	}
+	return true
+}
+
+// retryAfter is the wait an answer asks for: Retry-After-Ms (milliseconds), else
+// Retry-After (seconds, or an HTTP date).
+func retryAfter(h http.Header) (time.Duration, bool) {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(math.MaxInt64/int64(time.Millisecond)) {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	if v := h.Get("Retry-After"); v != "" {
+		if sec, err := strconv.ParseFloat(v, 64); err == nil && sec >= 0 && sec < float64(math.MaxInt64/int64(time.Second)) {
+			return time.Duration(sec * float64(time.Second)), true
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return max(time.Until(t), 0), true
+		}
+	}
+	return 0, false
 }
 
 // attempts is the number of HTTP attempts so far.
@@ -220,7 +328,7 @@ func providerError(ctx context.Context, name string, status int, n int, err erro
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled):
 		return providerErr(CodeCanceled, status, n, err, "%s request cancelled", name)
-	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		return providerErr(CodeProviderTimeout, status, n, err, "%s request timed out", name)
 	case status == http.StatusTooManyRequests:
 		return providerErr(CodeProviderRateLimited, status, n, err, "%s answered 429 (rate limited) after %d attempts", name, n)
