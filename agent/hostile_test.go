@@ -331,3 +331,43 @@ func TestRetryWaitEndsOnCancel(t *testing.T) {
 		})
 	}
 }
+
+// "An answer's size is bounded (MaxResponseBytes), exceeding it is a typed error":
+// an answer or an error body over the bound is provider_bad_response, and nothing of
+// the answer is dispatched.
+func TestResponseSizeBound(t *testing.T) {
+	big := strings.Repeat("x", 10<<10)
+	for _, v := range variants {
+		t.Run(v.String()+"/answer", func(t *testing.T) {
+			w := openWorld(t, t.TempDir(), engine.Direct)
+			step := echoStep("c1", 1, 10, 10)
+			step.Text = big
+			s := &scripted{steps: []scriptStep{step}}
+			p := newProvider(t, v, apiServer(t, v.kind, "", s.handler(v.kind)), agent.ProviderConfig{MaxResponseBytes: 4 << 10})
+			_, err := agent.Run(context.Background(), config(w, p), "hi")
+			if !errors.Is(err, agent.ErrProviderBadResponse) || !strings.Contains(err.Error(), "MaxResponseBytes") {
+				t.Fatalf("err %v, want provider_bad_response naming MaxResponseBytes", err)
+			}
+			if n := len(w.events(t, agent.EventDispatch)); n != 0 {
+				t.Errorf("%d calls of an answer over the bound were dispatched", n)
+			}
+			failed := w.events(t, agent.EventFailed)
+			if len(failed) != 1 || !strings.Contains(string(failed[0].Data), `"code":"provider_bad_response"`) {
+				t.Errorf("provider_failed events %v", failed)
+			}
+		})
+		t.Run(v.String()+"/error-body", func(t *testing.T) {
+			w := openWorld(t, t.TempDir(), engine.Direct)
+			base := apiServer(t, v.kind, "", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = w.Write(errorBody(v.kind, big))
+			})
+			p := newProvider(t, v, base, agent.ProviderConfig{MaxResponseBytes: 4 << 10})
+			_, err := agent.Run(context.Background(), config(w, p), "hi")
+			if !errors.Is(err, agent.ErrProviderBadResponse) || !strings.Contains(err.Error(), "MaxResponseBytes") {
+				t.Fatalf("err %v, want provider_bad_response naming MaxResponseBytes", err)
+			}
+		})
+	}
+}

@@ -136,6 +136,9 @@ type ProviderConfig struct {
 	Stream bool
 	// MaxTokens bounds one answer (Anthropic requires it); 0 means 4096.
 	MaxTokens int64
+	// MaxResponseBytes bounds the body of each answer, an error's included; a larger
+	// one is provider_bad_response. 0 means 32 MiB.
+	MaxResponseBytes int64
 	// HTTPClient replaces the SDK's default client.
 	HTTPClient *http.Client
 }
@@ -151,6 +154,9 @@ func (c ProviderConfig) withDefaults() ProviderConfig {
 	}
 	if c.MaxTokens <= 0 {
 		c.MaxTokens = 4096
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = 32 << 20
 	}
 	return c
 }
@@ -185,12 +191,22 @@ type exchange struct {
 	// apiStatus reads the HTTP status out of the SDK's own error type, when err is one.
 	apiStatus  func(err error) (int, bool)
 	maxRetries int
+	maxBody    int64
 	n          atomic.Int32
 	status     atomic.Int32
+	// refused is the exchange's own refusal of an answer (a body over the bound),
+	// which the SDK reports as it sees fit: fail returns it as is.
+	refused atomic.Pointer[liberr.Error]
 }
 
 func newExchange(name string, cfg ProviderConfig, apiStatus func(error) (int, bool)) *exchange {
-	return &exchange{name: name, apiStatus: apiStatus, maxRetries: cfg.MaxRetries}
+	return &exchange{name: name, apiStatus: apiStatus, maxRetries: cfg.MaxRetries, maxBody: cfg.MaxResponseBytes}
+}
+
+// refuse records e as the failure of the exchange and returns it.
+func (x *exchange) refuse(e *liberr.Error) *liberr.Error {
+	x.refused.CompareAndSwap(nil, e)
+	return e
 }
 
 // Bounds of the waits between attempts: the backoff doubles from backoffBase up to
@@ -213,6 +229,9 @@ func (x *exchange) roundTrip(req *http.Request, next func(*http.Request) (*http.
 		}
 		wait, again := x.retryWait(req, resp, err, retry)
 		if !again {
+			if resp != nil {
+				resp.Body = &boundedBody{rc: resp.Body, left: x.maxBody, x: x}
+			}
 			return resp, err
 		}
 		if resp != nil {
@@ -299,12 +318,42 @@ func retryAfter(h http.Header) (time.Duration, bool) {
 	return 0, false
 }
 
+// boundedBody is an answer's body that fails, typed, past maxBody bytes.
+type boundedBody struct {
+	rc   io.ReadCloser
+	left int64
+	x    *exchange
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// At the bound: the body may end exactly there.
+		var one [1]byte
+		if n, err := b.rc.Read(one[:]); n == 0 {
+			return 0, err
+		}
+		return 0, b.x.refuse(providerErr(CodeProviderBadResponse, int(b.x.status.Load()), b.x.attempts(), nil,
+			"%s answer is larger than MaxResponseBytes (%d bytes)", b.x.name, b.x.maxBody))
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.rc.Close() }
+
 // attempts is the number of HTTP attempts so far.
 func (x *exchange) attempts() int { return int(x.n.Load()) }
 
 // fail types an SDK or transport failure of the exchange: the status the SDK's error
 // carries, else that of the last answer the middleware saw (0 when none answered).
 func (x *exchange) fail(ctx context.Context, err error) *liberr.Error {
+	if e := x.refused.Load(); e != nil {
+		return e
+	}
 	status := int(x.status.Load())
 	if s, ok := x.apiStatus(err); ok {
 		status = s
