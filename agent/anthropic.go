@@ -27,9 +27,7 @@ func newAnthropic(cfg ProviderConfig) *anthropicProvider {
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
+	opts = append(opts, option.WithHTTPClient(httpClient(cfg)))
 	return &anthropicProvider{cfg: cfg, secrets: secretsOf(cfg), client: anthropic.NewClient(opts...)}
 }
 

@@ -371,3 +371,30 @@ func TestResponseSizeBound(t *testing.T) {
 		})
 	}
 }
+
+// "Redirects from the provider are not followed (typed error)": the request, and the
+// key with it, goes to the base URL only.
+func TestRedirectNotFollowed(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.String(), func(t *testing.T) {
+			w := openWorld(t, t.TempDir(), engine.Direct)
+			target := &scripted{steps: []scriptStep{{Text: "redirected"}}}
+			to := apiServer(t, v.kind, "", target.handler(v.kind))
+			base := apiServer(t, v.kind, "", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, strings.TrimSuffix(to, "/v1")+r.URL.Path, http.StatusTemporaryRedirect)
+			})
+			// The redirect is refused even with a client of the embedder's own.
+			p := newProvider(t, v, base, agent.ProviderConfig{HTTPClient: &http.Client{}})
+			rep, err := agent.Run(context.Background(), config(w, p), "hi")
+			if !errors.Is(err, agent.ErrProviderBadResponse) || !strings.Contains(err.Error(), "redirect") {
+				t.Fatalf("report %+v, err %v; want provider_bad_response for the redirect", rep, err)
+			}
+			if fl, ok := agent.FailureOf(err); !ok || fl.Status != http.StatusTemporaryRedirect {
+				t.Errorf("failure %+v, want status 307", fl)
+			}
+			if n := target.requests.Load(); n != 0 {
+				t.Errorf("the redirect was followed: its target got %d requests", n)
+			}
+		})
+	}
+}

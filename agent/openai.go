@@ -31,9 +31,7 @@ func newOpenAI(cfg ProviderConfig) *openAI {
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
+	opts = append(opts, option.WithHTTPClient(httpClient(cfg)))
 	return &openAI{cfg: cfg, secrets: secretsOf(cfg), client: openai.NewClient(opts...)}
 }
 

@@ -139,7 +139,9 @@ type ProviderConfig struct {
 	// MaxResponseBytes bounds the body of each answer, an error's included; a larger
 	// one is provider_bad_response. 0 means 32 MiB.
 	MaxResponseBytes int64
-	// HTTPClient replaces the SDK's default client.
+	// HTTPClient replaces the SDK's default client. Whatever its CheckRedirect says,
+	// a redirect is not followed: it is provider_bad_response (the request and its
+	// credentials go to BaseURL only).
 	HTTPClient *http.Client
 }
 
@@ -158,6 +160,19 @@ func (c ProviderConfig) withDefaults() ProviderConfig {
 	if c.MaxResponseBytes <= 0 {
 		c.MaxResponseBytes = 32 << 20
 	}
+	return c
+}
+
+// httpClient is the client a provider's SDK uses: cfg.HTTPClient or a default one,
+// that hands a redirect back as the answer instead of following it (the exchange
+// refuses it).
+func httpClient(cfg ProviderConfig) *http.Client {
+	c := &http.Client{}
+	if cfg.HTTPClient != nil {
+		copied := *cfg.HTTPClient
+		c = &copied
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return c
 }
 
@@ -194,8 +209,8 @@ type exchange struct {
 	maxBody    int64
 	n          atomic.Int32
 	status     atomic.Int32
-	// refused is the exchange's own refusal of an answer (a body over the bound),
-	// which the SDK reports as it sees fit: fail returns it as is.
+	// refused is the exchange's own refusal of an answer (a redirect, a body over
+	// the bound), which the SDK reports as it sees fit: fail returns it as is.
 	refused atomic.Pointer[liberr.Error]
 }
 
@@ -226,6 +241,12 @@ func (x *exchange) roundTrip(req *http.Request, next func(*http.Request) (*http.
 		resp, err := next(req)
 		if resp != nil {
 			x.status.Store(int32(resp.StatusCode))
+		}
+		if err == nil && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			resp.Body.Close()
+			return nil, x.refuse(providerErr(CodeProviderBadResponse, resp.StatusCode, x.attempts(), nil,
+				"%s answered with a redirect (HTTP %d to %q), which is not followed: the base URL must name the API itself",
+				x.name, resp.StatusCode, liberr.Clip(resp.Header.Get("Location"), 300)))
 		}
 		wait, again := x.retryWait(req, resp, err, retry)
 		if !again {
