@@ -83,8 +83,10 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 	var msg anthropic.Message
 	if a.cfg.Stream {
 		stream := a.client.Messages.NewStreaming(ctx, p, opts...)
+		stopped := false
 		for stream.Next() {
 			ev := stream.Current()
+			stopped = stopped || ev.Type == "message_stop"
 			if err := msg.Accumulate(ev); err != nil {
 				return nil, x.badResponse(err, "anthropic stream: "+liberr.Clip(err.Error(), 300))
 			}
@@ -99,6 +101,11 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		}
 		if msg.ID == "" {
 			return nil, x.badResponse(nil, "anthropic stream ended without a message")
+		}
+		// A stream cut short ends without message_stop, maybe in the middle of a
+		// tool_use block's input: nothing of it is dispatched.
+		if !stopped {
+			return nil, x.badResponse(nil, "anthropic stream ended before the answer finished (no message_stop)")
 		}
 	} else {
 		res, err := a.client.Messages.New(ctx, p, opts...)

@@ -26,7 +26,8 @@ const (
 	// CodeProviderRefused: the model refused to answer (a refusal, a content filter).
 	CodeProviderRefused liberr.Code = "provider_refused"
 	// CodeProviderBadResponse: the answer could not be used (no choice, a tool call
-	// of an unknown type, a stream that ended early).
+	// of an unknown type, a stream cut before its end, a 2xx body that cannot be
+	// read, a body over MaxResponseBytes, a redirect).
 	CodeProviderBadResponse liberr.Code = "provider_bad_response"
 	// CodeNotResumable: a run cannot be resumed exactly (finished, unknown, or a
 	// message of it was stored as a digest only).

@@ -398,3 +398,79 @@ func TestRedirectNotFollowed(t *testing.T) {
 		})
 	}
 }
+
+// cutStream writes the first part of step's stream, up to and with the first half of
+// its first tool call's arguments, and ends the connection there.
+func cutStream(w http.ResponseWriter, kind string, step scriptStep) {
+	rec := httptest.NewRecorder()
+	if kind == "openai" {
+		writeOpenAI(rec, step)
+	} else {
+		writeAnthropic(rec, step)
+	}
+	full := rec.Body.String()
+	marker := `"arguments":"{\"n`
+	if kind == "anthropic" {
+		marker = `"partial_json":"{\"n`
+	}
+	i := strings.Index(full, marker)
+	if i < 0 {
+		panic("cutStream: no tool call in the stream")
+	}
+	end := i + strings.Index(full[i:], "\n\n") + 2
+	w.Header().Set("Content-Type", "text/event-stream")
+	_, _ = w.Write([]byte(full[:end]))
+}
+
+// "A cut OpenAI stream dispatched a partial tool call … Both are
+// provider_bad_response": a stream that ends in the middle of a tool call, without
+// its finish, is an unusable answer and none of its calls reaches the kernel.
+func TestCutStreamDispatchesNothing(t *testing.T) {
+	for _, v := range variants {
+		if !v.stream {
+			continue
+		}
+		t.Run(v.String(), func(t *testing.T) {
+			w := openWorld(t, t.TempDir(), engine.Direct)
+			step := echoStep("c1", 1, 10, 10)
+			step.Calls = append(step.Calls, scriptCall{ID: "c2", Name: "echo", Arguments: `{"n":2}`})
+			base := apiServer(t, v.kind, "", func(w http.ResponseWriter, r *http.Request) { cutStream(w, v.kind, step) })
+			_, err := agent.Run(context.Background(), config(w, newProvider(t, v, base, agent.ProviderConfig{})), "hi")
+			if !errors.Is(err, agent.ErrProviderBadResponse) {
+				t.Fatalf("err %v, want provider_bad_response", err)
+			}
+			if n := len(w.events(t, agent.EventDispatch)); n != 0 {
+				t.Errorf("%d calls of a cut stream were dispatched", n)
+			}
+			if n := len(w.events(t, engine.EventToolCalled)); n != 0 {
+				t.Errorf("%d calls of a cut stream reached the kernel", n)
+			}
+		})
+	}
+}
+
+// "An unparseable 2xx was reported as unreachable": an answer with a success status
+// that cannot be read is provider_bad_response, with its status.
+func TestUnreadableAnswerIsBadResponse(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.String(), func(t *testing.T) {
+			w := openWorld(t, t.TempDir(), engine.Direct)
+			base := apiServer(t, v.kind, "", func(w http.ResponseWriter, r *http.Request) {
+				if v.stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = w.Write([]byte("event: message_start\ndata: {\"choices\": [\n\n"))
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"choices": [`))
+			})
+			_, err := agent.Run(context.Background(), config(w, newProvider(t, v, base, agent.ProviderConfig{})), "hi")
+			if !errors.Is(err, agent.ErrProviderBadResponse) {
+				t.Fatalf("err %v, want provider_bad_response", err)
+			}
+			if fl, ok := agent.FailureOf(err); !ok || fl.Status != http.StatusOK {
+				t.Errorf("failure %+v, want status 200", fl)
+			}
+		})
+	}
+}

@@ -101,7 +101,9 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (t 
 		var acc openai.ChatCompletionAccumulator
 		for stream.Next() {
 			chunk := stream.Current()
-			acc.AddChunk(chunk)
+			if !acc.AddChunk(chunk) {
+				return nil, x.badResponse(nil, "openai stream has a chunk that does not continue the answer")
+			}
 			if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" && onText != nil {
 				onText(chunk.Choices[0].Delta.Content)
 			}
@@ -111,6 +113,11 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (t 
 		}
 		if len(acc.Choices) == 0 {
 			return nil, x.badResponse(nil, "openai stream ended without a choice")
+		}
+		// A stream cut short ends without a finish reason, maybe in the middle of a
+		// tool call's arguments: nothing of it is dispatched.
+		if acc.Choices[0].FinishReason == "" {
+			return nil, x.badResponse(nil, "openai stream ended before the answer finished (no finish_reason)")
 		}
 		msg, usage, finish = acc.Choices[0].Message, acc.Usage, string(acc.Choices[0].FinishReason)
 	} else {

@@ -400,6 +400,9 @@ func providerError(ctx context.Context, name string, status int, n int, err erro
 		return providerErr(CodeCanceled, status, n, err, "%s request cancelled", name)
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		return providerErr(CodeProviderTimeout, status, n, err, "%s request timed out", name)
+	case status >= 200 && status < 300:
+		// The provider answered, with something the SDK could not read.
+		return providerErr(CodeProviderBadResponse, status, n, err, "%s answer cannot be read: %s", name, liberr.Clip(err.Error(), 300))
 	case status == http.StatusTooManyRequests:
 		return providerErr(CodeProviderRateLimited, status, n, err, "%s answered 429 (rate limited) after %d attempts", name, n)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:

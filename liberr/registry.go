@@ -101,7 +101,7 @@ var registry = []registered{
 	{"process_paused", "engine", "The process is paused; the operator resumes it."},
 	{"protocol_frame", "engine", "The provider frame could not be normalised (malformed JSON, non-object arguments, no usable function name, duplicate or case-variant keys, invalid UTF-8, nesting too deep). Nothing was dispatched; the audit log has a protocol_rejected event, never tool_called."},
 	{"provider_auth", "agent", "The model API refused the credentials (HTTP 401 or 403)."},
-	{"provider_bad_response", "agent", "The model API answered with something the loop cannot use (no choice, a tool call of an unknown type, a stream that ended early)."},
+	{"provider_bad_response", "agent", "The model API answered with something the loop cannot use (no choice, a tool call of an unknown type, a stream cut before its end, a success status with a body that cannot be read, a body over MaxResponseBytes, a redirect, which is not followed)."},
 	{"provider_failed", "syscalls", "The provider failed, or returned a result that does not match the route's result schema."},
 	{"provider_rate_limited", "agent", "The model API answered 429 on every attempt the retry bound allowed, or asked for a wait (Retry-After) over a minute or past the request's timeout."},
 	{"provider_refused", "agent", "The model refused to answer (a refusal or a content filter)."},
