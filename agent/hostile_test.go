@@ -1,10 +1,12 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -136,14 +138,19 @@ func TestProviderErrorsRedactCredentials(t *testing.T) {
 	}
 }
 
-// scripted serves steps in order as the provider's answers and counts the requests.
+// scripted serves steps in order as the provider's answers, counts the requests and
+// keeps the last one's body.
 type scripted struct {
 	steps    []scriptStep
 	requests atomic.Int32
+	last     atomic.Value
 }
 
 func (s *scripted) handler(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		s.last.Store(string(b))
+		r.Body = io.NopCloser(bytes.NewReader(b))
 		n := int(s.requests.Add(1))
 		if n > len(s.steps) {
 			http.Error(w, "script exhausted", http.StatusInternalServerError)
@@ -472,5 +479,55 @@ func TestUnreadableAnswerIsBadResponse(t *testing.T) {
 				t.Errorf("failure %+v, want status 200", fl)
 			}
 		})
+	}
+}
+
+// "Duplicate or missing call ids: … key calls by their position in the answer": a
+// run killed after the first of two calls with the same ID (or none) settled gives
+// the second its own dispatch on resume, not the first one's result.
+func TestResumeWithRepeatedCallIDs(t *testing.T) {
+	for _, id := range []string{"dup", ""} {
+		for _, v := range variants {
+			t.Run(v.String()+"/id="+id, func(t *testing.T) {
+				dir := t.TempDir()
+				w := openWorld(t, dir, engine.Direct)
+				step := echoStep(id, 1, 10, 10)
+				step.Calls = append(step.Calls, scriptCall{ID: id, Name: "echo", Arguments: `{"n":2}`})
+				s := &scripted{steps: []scriptStep{step}}
+				cfg := config(w, newProvider(t, v, apiServer(t, v.kind, "", s.handler(v.kind)), agent.ProviderConfig{}))
+				// Killed as the second call is about to be dispatched.
+				dispatches := 0
+				cfg.Log = &crashLog{Log: cfg.Log, crashAt: func(typ string, _ json.RawMessage) bool {
+					if typ == agent.EventDispatch {
+						dispatches++
+					}
+					return dispatches == 2
+				}}
+				if _, err := agent.Run(context.Background(), cfg, "two calls"); err == nil {
+					t.Fatal("the killed run reported no error")
+				}
+				w.close()
+				w = openWorld(t, dir, engine.Direct)
+				s2 := &scripted{steps: []scriptStep{{Text: "resumed"}}}
+				cfg = config(w, newProvider(t, v, apiServer(t, v.kind, "", s2.handler(v.kind)), agent.ProviderConfig{}))
+				ck := &countingKernel{Kernel: cfg.Kernel}
+				cfg.Kernel = ck
+				var outs []agent.Outcome
+				cfg.Observer.ToolDone = func(_ int, o agent.Outcome) { outs = append(outs, o) }
+				if _, err := agent.Resume(context.Background(), cfg, ""); err != nil {
+					t.Fatal(err)
+				}
+				// The first call settled before the kill; the second, never
+				// dispatched, is dispatched now and answered with its own result.
+				if ck.frames.Load() != 1 || len(outs) != 1 || outs[0].Text != `{"n":2}` {
+					t.Fatalf("%d frames dispatched on resume, outcomes %+v; want the second call's {\"n\":2}", ck.frames.Load(), outs)
+				}
+				// The model reads both results, in call order.
+				body := s2.last.Load().(string)
+				if i, j := strings.Index(body, `{\"n\":1}`), strings.Index(body, `{\"n\":2}`); i < 0 || j < i {
+					t.Errorf("the resumed request does not answer n=1 then n=2: %s", body)
+				}
+			})
+		}
 	}
 }

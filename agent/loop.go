@@ -120,10 +120,11 @@ type run struct {
 	calls    int
 	final    string
 	// pending are the tool calls of the last answer not yet answered, with what is
-	// already known of them (resume).
+	// already known of them (resume). A call is known by its position in the answer:
+	// its provider ID may be missing or repeated.
 	pending  []ToolCall
-	known    map[string]Outcome // by provider call ID
-	inflight map[string]bool    // dispatched, outcome not recorded: settlement unknown
+	known    map[int]Outcome // by position in the answer
+	inflight map[int]bool    // dispatched, outcome not recorded: settlement unknown
 }
 
 // Run starts a new run on cfg.PID with prompt as the user's first message.
@@ -131,7 +132,7 @@ func Run(ctx context.Context, cfg Config, prompt string) (*Report, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, id: newRunID(), known: map[string]Outcome{}, inflight: map[string]bool{}}
+	r := &run{cfg: cfg, id: newRunID(), known: map[int]Outcome{}, inflight: map[int]bool{}}
 	if err := r.append(ctx, EventStarted, map[string]any{"run_id": r.id, "provider": cfg.Provider.Name(), "model": cfg.Model,
 		"max_steps": cfg.MaxSteps, "budget_tokens": cfg.BudgetTokens}); err != nil {
 		return nil, err
@@ -269,17 +270,17 @@ func (r *run) request(ctx context.Context) (*Turn, error) {
 func (r *run) answerCalls(ctx context.Context) error {
 	cfg := r.cfg
 	outs := make([]Outcome, 0, len(r.pending))
-	for _, c := range r.pending {
-		if out, ok := r.known[c.ID]; ok {
+	for i, c := range r.pending {
+		if out, ok := r.known[i]; ok {
 			outs = append(outs, out)
 			continue
 		}
-		if r.inflight[c.ID] {
+		if r.inflight[i] {
 			// Dispatched before a stop, never recorded as settled: it may have run.
 			out := Outcome{Call: c, Code: string(codeUnknownSettlement),
 				Text: "unknown_settlement: this call was dispatched before the host stopped and its outcome is unknown; it was not sent again. Verify its effects with an authoritative read before deciding to repeat it."}
 			outs = append(outs, out)
-			if err := r.recordOutcome(ctx, out); err != nil {
+			if err := r.recordOutcome(ctx, i, out); err != nil {
 				return err
 			}
 			continue
@@ -290,7 +291,7 @@ func (r *run) answerCalls(ctx context.Context) error {
 		if cfg.Observer.ToolCall != nil {
 			cfg.Observer.ToolCall(r.step, c)
 		}
-		if err := r.append(ctx, EventDispatch, map[string]any{"run_id": r.id, "step": r.step, "tool_call_id": c.ID, "name": liberr.Clip(c.Name, 256)}); err != nil {
+		if err := r.append(ctx, EventDispatch, map[string]any{"run_id": r.id, "step": r.step, "index": i, "tool_call_id": c.ID, "name": liberr.Clip(c.Name, 256)}); err != nil {
 			return err
 		}
 		r.calls++
@@ -317,7 +318,7 @@ func (r *run) answerCalls(ctx context.Context) error {
 		}
 		// The outcome is recorded even when the context ended meanwhile: the call
 		// settled and the record must say so.
-		if err := r.recordOutcome(context.WithoutCancel(ctx), out); err != nil {
+		if err := r.recordOutcome(context.WithoutCancel(ctx), i, out); err != nil {
 			return err
 		}
 		outs = append(outs, out)
@@ -333,7 +334,7 @@ func (r *run) answerCalls(ctx context.Context) error {
 			return err
 		}
 	}
-	r.pending, r.known, r.inflight = nil, map[string]Outcome{}, map[string]bool{}
+	r.pending, r.known, r.inflight = nil, map[int]Outcome{}, map[int]bool{}
 	return nil
 }
 
@@ -347,8 +348,9 @@ func fatal(code string) bool {
 	return false
 }
 
-func (r *run) recordOutcome(ctx context.Context, out Outcome) error {
-	data := map[string]any{"run_id": r.id, "step": r.step, "tool_call_id": out.Call.ID, "ok": out.Code == ""}
+// recordOutcome records what the call at position i of the answer came to.
+func (r *run) recordOutcome(ctx context.Context, i int, out Outcome) error {
+	data := map[string]any{"run_id": r.id, "step": r.step, "index": i, "tool_call_id": out.Call.ID, "ok": out.Code == ""}
 	if out.CallID != "" {
 		data["kernel_call_id"] = out.CallID
 	}
@@ -457,6 +459,7 @@ func load(cfg Config, runID string) (*run, error) {
 		Calls      []ToolCall      `json:"tool_calls"`
 		CallsTrunc bool            `json:"tool_calls_truncated"`
 		CallID     string          `json:"tool_call_id"`
+		Index      *int            `json:"index"`
 		Kernel     string          `json:"kernel_call_id"`
 		Code       string          `json:"code"`
 		Text       string          `json:"text"`
@@ -478,7 +481,7 @@ func load(cfg Config, runID string) (*run, error) {
 			return nil, errorf(CodeNotResumable, nil, "%s", "process "+cfg.PID+" has no unfinished run")
 		}
 	}
-	r := &run{cfg: cfg, id: runID, known: map[string]Outcome{}, inflight: map[string]bool{}}
+	r := &run{cfg: cfg, id: runID, known: map[int]Outcome{}, inflight: map[int]bool{}}
 	started := false
 	var lastCalls []ToolCall
 	for _, e := range evs {
@@ -508,18 +511,19 @@ func load(cfg Config, runID string) (*run, error) {
 			r.usage = r.usage.add(f.Usage)
 			r.messages = append(r.messages, f.Message)
 			lastCalls = f.Calls
-			r.known, r.inflight = map[string]Outcome{}, map[string]bool{}
+			r.known, r.inflight = map[int]Outcome{}, map[int]bool{}
 		case EventFailed:
 			r.usage = r.usage.add(f.Usage)
 		case EventDispatch:
-			r.inflight[f.CallID] = true
+			r.inflight[r.position(lastCalls, f.Index, f.CallID, false)] = true
 			r.calls++
 		case EventToolResult:
-			delete(r.inflight, f.CallID)
+			i := r.position(lastCalls, f.Index, f.CallID, true)
+			delete(r.inflight, i)
 			if f.TextTrunc {
 				return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s stored a tool outcome of step %d as a digest only", runID, f.Step))
 			}
-			r.known[f.CallID] = Outcome{CallID: f.Kernel, Code: f.Code, Text: f.Text}
+			r.known[i] = Outcome{CallID: f.Kernel, Code: f.Code, Text: f.Text}
 		case EventFinished:
 			return nil, errorf(CodeNotResumable, nil, "%s", "run "+runID+" has finished")
 		}
@@ -529,14 +533,29 @@ func load(cfg Config, runID string) (*run, error) {
 	}
 	// The last answer's calls that the conversation has not answered yet.
 	r.pending = lastCalls
-	for _, c := range lastCalls {
+	for i, c := range lastCalls {
 		if len(c.Frame) == 0 {
 			return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s stored a tool call of step %d without its frame", runID, r.step))
 		}
-		if out, ok := r.known[c.ID]; ok {
+		if out, ok := r.known[i]; ok {
 			out.Call = c
-			r.known[c.ID] = out
+			r.known[i] = out
 		}
 	}
 	return r, nil
+}
+
+// position is the place in the answer's calls of the call a dispatch or outcome
+// event names: its index, or, in an event written without one, the first call with
+// its provider ID that is not settled yet (dispatched, for an outcome).
+func (r *run) position(calls []ToolCall, index *int, id string, settling bool) int {
+	if index != nil {
+		return *index
+	}
+	for i, c := range calls {
+		if _, done := r.known[i]; c.ID == id && !done && r.inflight[i] == settling {
+			return i
+		}
+	}
+	return -1
 }
