@@ -531,3 +531,64 @@ func TestResumeWithRepeatedCallIDs(t *testing.T) {
 		}
 	}
 }
+
+// "Unrecordable answers: an answer the log refuses (e.g. a repeated key in an
+// Anthropic input) … Record it as text and go on (the tool call gets a typed protocol
+// error)": the run is not killed by a storage error, the call is refused by the
+// kernel's adapter as protocol_frame, and the run can still be resumed from the log.
+func TestUnrecordableAnswerIsRecordedAsText(t *testing.T) {
+	for _, v := range variants {
+		if v.kind != "anthropic" {
+			continue
+		}
+		t.Run(v.String(), func(t *testing.T) {
+			w := openWorld(t, t.TempDir(), engine.Direct)
+			step := echoStep("c1", 1, 10, 10)
+			step.Calls[0].Arguments = `{"n":1,"n":2}`
+			s := &scripted{steps: []scriptStep{step, {Text: "done"}}}
+			var outs []agent.Outcome
+			cfg := config(w, newProvider(t, v, apiServer(t, v.kind, "", s.handler(v.kind)), agent.ProviderConfig{}))
+			cfg.Observer.ToolDone = func(_ int, o agent.Outcome) { outs = append(outs, o) }
+			rep, err := agent.Run(context.Background(), cfg, "hi")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Reason != agent.ReasonDone || rep.Final != "done" {
+				t.Fatalf("report %+v", rep)
+			}
+			if len(outs) != 1 || outs[0].Code != string(engine.CodeProtocolFrame) {
+				t.Fatalf("outcomes %+v, want one protocol_frame", outs)
+			}
+			resp := w.events(t, agent.EventResponse)
+			if len(resp) != 2 || !strings.Contains(string(resp[0].Data), `"tool_calls_text"`) {
+				t.Fatalf("agent_response events %v, want the first with its calls as text", resp)
+			}
+			if err := w.sys.VerifyLog(w.pid); err != nil {
+				t.Fatal(err)
+			}
+
+			// Killed before the call was dispatched, the run resumes from the text.
+			dir := t.TempDir()
+			w = openWorld(t, dir, engine.Direct)
+			s = &scripted{steps: []scriptStep{step}}
+			cfg = config(w, newProvider(t, v, apiServer(t, v.kind, "", s.handler(v.kind)), agent.ProviderConfig{}))
+			cfg.Log = &crashLog{Log: cfg.Log, crashAt: func(typ string, _ json.RawMessage) bool { return typ == agent.EventDispatch }}
+			if _, err := agent.Run(context.Background(), cfg, "hi"); err == nil {
+				t.Fatal("the killed run reported no error")
+			}
+			w.close()
+			w = openWorld(t, dir, engine.Direct)
+			s = &scripted{steps: []scriptStep{{Text: "done"}}}
+			outs = nil
+			cfg = config(w, newProvider(t, v, apiServer(t, v.kind, "", s.handler(v.kind)), agent.ProviderConfig{}))
+			cfg.Observer.ToolDone = func(_ int, o agent.Outcome) { outs = append(outs, o) }
+			rep, err = agent.Resume(context.Background(), cfg, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Final != "done" || len(outs) != 1 || outs[0].Code != string(engine.CodeProtocolFrame) {
+				t.Fatalf("resumed: report %+v, outcomes %+v; want the call refused as protocol_frame, then done", rep, outs)
+			}
+		})
+	}
+}

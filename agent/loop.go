@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/render"
@@ -255,7 +257,20 @@ func (r *run) request(ctx context.Context) (*Turn, error) {
 	r.bounded(data, "message", turn.Message)
 	r.bounded(data, "tool_calls", calls)
 	if err := r.append(ctx, EventResponse, data); err != nil {
-		return nil, err
+		if !errors.Is(err, store.ErrInvalid) {
+			return nil, err
+		}
+		// The log refuses the answer as JSON (a key repeated in an Anthropic input,
+		// nesting past its depth): it keeps it as text, which a resumed run reads
+		// back, and the run goes on. Such a call's frame is refused, typed, by the
+		// kernel's adapter.
+		delete(data, "message")
+		delete(data, "tool_calls")
+		r.bounded(data, "message_text", turn.Message)
+		r.bounded(data, "tool_calls_text", calls)
+		if err := r.append(ctx, EventResponse, data); err != nil {
+			return nil, err
+		}
 	}
 	r.messages = append(r.messages, turn.Message)
 	r.final = turn.Text
@@ -372,7 +387,8 @@ func (r *run) addMessage(ctx context.Context, role string, m json.RawMessage) er
 }
 
 // bounded puts v under key when it fits the record bound, else its digest and size.
-// A message is stored as JSON, a text as a string.
+// A message is stored as JSON; a text, and JSON kept as text (a key ending in _text),
+// as a string.
 func (r *run) bounded(data map[string]any, key string, v []byte) {
 	if len(v) > r.cfg.MaxRecordBytes {
 		data[key+"_sha256"] = digest(v)
@@ -380,7 +396,7 @@ func (r *run) bounded(data map[string]any, key string, v []byte) {
 		data[key+"_truncated"] = true
 		return
 	}
-	if key == "text" {
+	if key == "text" || strings.HasSuffix(key, "_text") {
 		data[key] = string(v)
 	} else {
 		data[key] = json.RawMessage(v)
@@ -454,10 +470,14 @@ func load(cfg Config, runID string) (*run, error) {
 		Provider   string          `json:"provider"`
 		Model      string          `json:"model"`
 		Message    json.RawMessage `json:"message"`
+		MsgText    *string         `json:"message_text"`
 		Truncated  bool            `json:"message_truncated"`
+		MsgTrunc   bool            `json:"message_text_truncated"`
 		Usage      Usage           `json:"usage"`
 		Calls      []ToolCall      `json:"tool_calls"`
+		CallsText  *string         `json:"tool_calls_text"`
 		CallsTrunc bool            `json:"tool_calls_truncated"`
+		CallsTextT bool            `json:"tool_calls_text_truncated"`
 		CallID     string          `json:"tool_call_id"`
 		Index      *int            `json:"index"`
 		Kernel     string          `json:"kernel_call_id"`
@@ -504,8 +524,17 @@ func load(cfg Config, runID string) (*run, error) {
 		case EventRequest:
 			r.step = f.Step
 		case EventResponse:
-			if f.Truncated || f.CallsTrunc {
+			if f.Truncated || f.CallsTrunc || f.MsgTrunc || f.CallsTextT {
 				return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s stored the answer of step %d as a digest only", runID, f.Step))
+			}
+			// An answer the log refused as JSON is kept as text.
+			if f.MsgText != nil {
+				f.Message = json.RawMessage(*f.MsgText)
+			}
+			if f.CallsText != nil {
+				if err := json.Unmarshal([]byte(*f.CallsText), &f.Calls); err != nil {
+					return nil, errorf(CodeNotResumable, err, "%s", fmt.Sprintf("run %s stored the tool calls of step %d as a text that does not read back", runID, f.Step))
+				}
 			}
 			r.step = f.Step
 			r.usage = r.usage.add(f.Usage)
