@@ -15,19 +15,20 @@ import (
 
 // anthropicProvider speaks the Messages API through the official SDK.
 type anthropicProvider struct {
-	cfg    ProviderConfig
-	client anthropic.Client
+	cfg     ProviderConfig
+	secrets secrets
+	client  anthropic.Client
 }
 
 func newAnthropic(cfg ProviderConfig) *anthropicProvider {
-	opts := []option.RequestOption{option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout), option.WithAPIKey(cfg.APIKey)}
+	// The retries and the timeout are the exchange's (see exchange.roundTrip): the
+	// SDK's would wait as long as Retry-After says, past Timeout.
+	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithAPIKey(cfg.APIKey)}
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	return &anthropicProvider{cfg: cfg, client: anthropic.NewClient(opts...)}
+	opts = append(opts, option.WithHTTPClient(httpClient(cfg)))
+	return &anthropicProvider{cfg: cfg, secrets: secretsOf(cfg), client: anthropic.NewClient(opts...)}
 }
 
 func (*anthropicProvider) Name() string               { return "anthropic" }
@@ -53,7 +54,9 @@ func (a *anthropicProvider) ToolResults(outs []Outcome) ([]json.RawMessage, erro
 	return []json.RawMessage{m}, nil
 }
 
-func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(string)) (*Turn, error) {
+func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(string)) (t *Turn, err error) {
+	// A provider may echo the credentials it was sent: no error leaves with them.
+	defer func() { err = a.secrets.scrub(err) }()
 	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: a.cfg.MaxTokens}
 	if req.System != "" {
 		p.System = []anthropic.TextBlockParam{{Text: req.System}}
@@ -65,7 +68,10 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		}
 		p.Messages = append(p.Messages, m)
 	}
-	x := &exchange{name: "anthropic", apiStatus: anthropicStatus}
+	// Timeout covers every attempt and every wait between them.
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	x := newExchange("anthropic", a.cfg, anthropicStatus)
 	opts := []option.RequestOption{
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			return x.roundTrip(r, next)
@@ -77,8 +83,10 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 	var msg anthropic.Message
 	if a.cfg.Stream {
 		stream := a.client.Messages.NewStreaming(ctx, p, opts...)
+		stopped := false
 		for stream.Next() {
 			ev := stream.Current()
+			stopped = stopped || ev.Type == "message_stop"
 			if err := msg.Accumulate(ev); err != nil {
 				return nil, x.badResponse(err, "anthropic stream: "+liberr.Clip(err.Error(), 300))
 			}
@@ -94,6 +102,11 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		if msg.ID == "" {
 			return nil, x.badResponse(nil, "anthropic stream ended without a message")
 		}
+		// A stream cut short ends without message_stop, maybe in the middle of a
+		// tool_use block's input: nothing of it is dispatched.
+		if !stopped {
+			return nil, x.badResponse(nil, "anthropic stream ended before the answer finished (no message_stop)")
+		}
 	} else {
 		res, err := a.client.Messages.New(ctx, p, opts...)
 		if err != nil {
@@ -101,8 +114,8 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 		}
 		msg = *res
 	}
-	t := &Turn{Stop: string(msg.StopReason), Attempts: x.attempts(),
-		Usage: Usage{Input: msg.Usage.InputTokens, Output: msg.Usage.OutputTokens}}
+	t = &Turn{Stop: string(msg.StopReason), Attempts: x.attempts(),
+		Usage: usageOf(msg.Usage.InputTokens, msg.Usage.OutputTokens)}
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":
@@ -114,7 +127,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 			}
 			frame, err := json.Marshal(anthropicFrame{Type: "tool_use", ID: b.ID, Name: b.Name, Input: input})
 			if err != nil {
-				return t, err
+				return t, x.badResponse(err, "anthropic tool_use block cannot be encoded: "+liberr.Clip(err.Error(), 300))
 			}
 			t.Calls = append(t.Calls, ToolCall{ID: b.ID, Name: b.Name, Frame: frame})
 		}
@@ -127,7 +140,7 @@ func (a *anthropicProvider) Send(ctx context.Context, req Request, onText func(s
 	}
 	m, err := json.Marshal(msg.ToParam())
 	if err != nil {
-		return t, err
+		return t, x.badResponse(err, "anthropic answer cannot be encoded: "+liberr.Clip(err.Error(), 300))
 	}
 	t.Message = m
 	return t, nil

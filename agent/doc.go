@@ -12,9 +12,11 @@
 // digest and size), written before the loop goes on, so a run resumes after a restart
 // from its last settled step. A tool call whose dispatch was recorded but whose outcome
 // was not is never sent again: the model is told its settlement is unknown. Provider
-// failures (rate limits and 5xx past the SDK's bounded retries, timeouts, refusals,
+// failures (rate limits and 5xx past the loop's bounded retries, timeouts, refusals,
 // unusable responses) are typed Error values and provider_failed events, never tool
-// failures. API keys are passed to the SDK only: they are never written to the log.
+// failures. API keys are passed to the SDK only: they are never written to the log, and
+// an error that a provider made by echoing the key or the base URL's password has them
+// redacted (a key the message's clip cut in half included) before it leaves the provider.
 //
 // The providers are the official SDKs (github.com/openai/openai-go/v3 for chat
 // completions, github.com/anthropics/anthropic-sdk-go/v2 for messages), streaming or

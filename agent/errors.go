@@ -13,7 +13,7 @@ const layer = "agent"
 // The codes of the provider path (registered in liberr, listed in ERRORS.md).
 const (
 	// CodeProviderRateLimited: the provider answered 429 on every attempt the retry
-	// bound allowed.
+	// bound allowed, or asked for a wait the loop does not make.
 	CodeProviderRateLimited liberr.Code = "provider_rate_limited"
 	// CodeProviderUnavailable: a 5xx answer past the retry bound, or no connection.
 	CodeProviderUnavailable liberr.Code = "provider_unavailable"
@@ -26,7 +26,8 @@ const (
 	// CodeProviderRefused: the model refused to answer (a refusal, a content filter).
 	CodeProviderRefused liberr.Code = "provider_refused"
 	// CodeProviderBadResponse: the answer could not be used (no choice, a tool call
-	// of an unknown type, a stream that ended early).
+	// of an unknown type, a stream cut before its end, a 2xx body that cannot be
+	// read, a body over MaxResponseBytes, a redirect).
 	CodeProviderBadResponse liberr.Code = "provider_bad_response"
 	// CodeNotResumable: a run cannot be resumed exactly (finished, unknown, or a
 	// message of it was stored as a digest only).
@@ -56,7 +57,9 @@ var (
 )
 
 // ProviderFailure is the cause inside a provider error: the HTTP status of the last
-// attempt (0 when none answered) and how many attempts the SDK made.
+// attempt (0 when none answered) and how many attempts were made. Err is what the SDK
+// or the transport said, as text with the API key and the base URL's password
+// redacted: the SDK's own error value holds the request, and with it the credentials.
 type ProviderFailure struct {
 	Status   int
 	Attempts int
@@ -70,7 +73,7 @@ func (f *ProviderFailure) Error() string {
 	return f.Err.Error()
 }
 
-// Unwrap returns the SDK's error.
+// Unwrap returns the failure's text as an error.
 func (f *ProviderFailure) Unwrap() error { return f.Err }
 
 // FailureOf returns the provider failure inside err, if any.

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/render"
@@ -120,10 +122,11 @@ type run struct {
 	calls    int
 	final    string
 	// pending are the tool calls of the last answer not yet answered, with what is
-	// already known of them (resume).
+	// already known of them (resume). A call is known by its position in the answer:
+	// its provider ID may be missing or repeated.
 	pending  []ToolCall
-	known    map[string]Outcome // by provider call ID
-	inflight map[string]bool    // dispatched, outcome not recorded: settlement unknown
+	known    map[int]Outcome // by position in the answer
+	inflight map[int]bool    // dispatched, outcome not recorded: settlement unknown
 }
 
 // Run starts a new run on cfg.PID with prompt as the user's first message.
@@ -131,7 +134,7 @@ func Run(ctx context.Context, cfg Config, prompt string) (*Report, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, id: newRunID(), known: map[string]Outcome{}, inflight: map[string]bool{}}
+	r := &run{cfg: cfg, id: newRunID(), known: map[int]Outcome{}, inflight: map[int]bool{}}
 	if err := r.append(ctx, EventStarted, map[string]any{"run_id": r.id, "provider": cfg.Provider.Name(), "model": cfg.Model,
 		"max_steps": cfg.MaxSteps, "budget_tokens": cfg.BudgetTokens}); err != nil {
 		return nil, err
@@ -254,7 +257,20 @@ func (r *run) request(ctx context.Context) (*Turn, error) {
 	r.bounded(data, "message", turn.Message)
 	r.bounded(data, "tool_calls", calls)
 	if err := r.append(ctx, EventResponse, data); err != nil {
-		return nil, err
+		if !errors.Is(err, store.ErrInvalid) {
+			return nil, err
+		}
+		// The log refuses the answer as JSON (a key repeated in an Anthropic input,
+		// nesting past its depth): it keeps it as text, which a resumed run reads
+		// back, and the run goes on. Such a call's frame is refused, typed, by the
+		// kernel's adapter.
+		delete(data, "message")
+		delete(data, "tool_calls")
+		r.bounded(data, "message_text", turn.Message)
+		r.bounded(data, "tool_calls_text", calls)
+		if err := r.append(ctx, EventResponse, data); err != nil {
+			return nil, err
+		}
 	}
 	r.messages = append(r.messages, turn.Message)
 	r.final = turn.Text
@@ -269,17 +285,17 @@ func (r *run) request(ctx context.Context) (*Turn, error) {
 func (r *run) answerCalls(ctx context.Context) error {
 	cfg := r.cfg
 	outs := make([]Outcome, 0, len(r.pending))
-	for _, c := range r.pending {
-		if out, ok := r.known[c.ID]; ok {
+	for i, c := range r.pending {
+		if out, ok := r.known[i]; ok {
 			outs = append(outs, out)
 			continue
 		}
-		if r.inflight[c.ID] {
+		if r.inflight[i] {
 			// Dispatched before a stop, never recorded as settled: it may have run.
 			out := Outcome{Call: c, Code: string(codeUnknownSettlement),
 				Text: "unknown_settlement: this call was dispatched before the host stopped and its outcome is unknown; it was not sent again. Verify its effects with an authoritative read before deciding to repeat it."}
 			outs = append(outs, out)
-			if err := r.recordOutcome(ctx, out); err != nil {
+			if err := r.recordOutcome(ctx, i, out); err != nil {
 				return err
 			}
 			continue
@@ -290,7 +306,7 @@ func (r *run) answerCalls(ctx context.Context) error {
 		if cfg.Observer.ToolCall != nil {
 			cfg.Observer.ToolCall(r.step, c)
 		}
-		if err := r.append(ctx, EventDispatch, map[string]any{"run_id": r.id, "step": r.step, "tool_call_id": c.ID, "name": liberr.Clip(c.Name, 256)}); err != nil {
+		if err := r.append(ctx, EventDispatch, map[string]any{"run_id": r.id, "step": r.step, "index": i, "tool_call_id": c.ID, "name": liberr.Clip(c.Name, 256)}); err != nil {
 			return err
 		}
 		r.calls++
@@ -317,7 +333,7 @@ func (r *run) answerCalls(ctx context.Context) error {
 		}
 		// The outcome is recorded even when the context ended meanwhile: the call
 		// settled and the record must say so.
-		if err := r.recordOutcome(context.WithoutCancel(ctx), out); err != nil {
+		if err := r.recordOutcome(context.WithoutCancel(ctx), i, out); err != nil {
 			return err
 		}
 		outs = append(outs, out)
@@ -333,7 +349,7 @@ func (r *run) answerCalls(ctx context.Context) error {
 			return err
 		}
 	}
-	r.pending, r.known, r.inflight = nil, map[string]Outcome{}, map[string]bool{}
+	r.pending, r.known, r.inflight = nil, map[int]Outcome{}, map[int]bool{}
 	return nil
 }
 
@@ -347,8 +363,9 @@ func fatal(code string) bool {
 	return false
 }
 
-func (r *run) recordOutcome(ctx context.Context, out Outcome) error {
-	data := map[string]any{"run_id": r.id, "step": r.step, "tool_call_id": out.Call.ID, "ok": out.Code == ""}
+// recordOutcome records what the call at position i of the answer came to.
+func (r *run) recordOutcome(ctx context.Context, i int, out Outcome) error {
+	data := map[string]any{"run_id": r.id, "step": r.step, "index": i, "tool_call_id": out.Call.ID, "ok": out.Code == ""}
 	if out.CallID != "" {
 		data["kernel_call_id"] = out.CallID
 	}
@@ -370,7 +387,8 @@ func (r *run) addMessage(ctx context.Context, role string, m json.RawMessage) er
 }
 
 // bounded puts v under key when it fits the record bound, else its digest and size.
-// A message is stored as JSON, a text as a string.
+// A message is stored as JSON; a text, and JSON kept as text (a key ending in _text),
+// as a string.
 func (r *run) bounded(data map[string]any, key string, v []byte) {
 	if len(v) > r.cfg.MaxRecordBytes {
 		data[key+"_sha256"] = digest(v)
@@ -378,7 +396,7 @@ func (r *run) bounded(data map[string]any, key string, v []byte) {
 		data[key+"_truncated"] = true
 		return
 	}
-	if key == "text" {
+	if key == "text" || strings.HasSuffix(key, "_text") {
 		data[key] = string(v)
 	} else {
 		data[key] = json.RawMessage(v)
@@ -452,11 +470,16 @@ func load(cfg Config, runID string) (*run, error) {
 		Provider   string          `json:"provider"`
 		Model      string          `json:"model"`
 		Message    json.RawMessage `json:"message"`
+		MsgText    *string         `json:"message_text"`
 		Truncated  bool            `json:"message_truncated"`
+		MsgTrunc   bool            `json:"message_text_truncated"`
 		Usage      Usage           `json:"usage"`
 		Calls      []ToolCall      `json:"tool_calls"`
+		CallsText  *string         `json:"tool_calls_text"`
 		CallsTrunc bool            `json:"tool_calls_truncated"`
+		CallsTextT bool            `json:"tool_calls_text_truncated"`
 		CallID     string          `json:"tool_call_id"`
+		Index      *int            `json:"index"`
 		Kernel     string          `json:"kernel_call_id"`
 		Code       string          `json:"code"`
 		Text       string          `json:"text"`
@@ -478,7 +501,7 @@ func load(cfg Config, runID string) (*run, error) {
 			return nil, errorf(CodeNotResumable, nil, "%s", "process "+cfg.PID+" has no unfinished run")
 		}
 	}
-	r := &run{cfg: cfg, id: runID, known: map[string]Outcome{}, inflight: map[string]bool{}}
+	r := &run{cfg: cfg, id: runID, known: map[int]Outcome{}, inflight: map[int]bool{}}
 	started := false
 	var lastCalls []ToolCall
 	for _, e := range evs {
@@ -501,25 +524,35 @@ func load(cfg Config, runID string) (*run, error) {
 		case EventRequest:
 			r.step = f.Step
 		case EventResponse:
-			if f.Truncated || f.CallsTrunc {
+			if f.Truncated || f.CallsTrunc || f.MsgTrunc || f.CallsTextT {
 				return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s stored the answer of step %d as a digest only", runID, f.Step))
+			}
+			// An answer the log refused as JSON is kept as text.
+			if f.MsgText != nil {
+				f.Message = json.RawMessage(*f.MsgText)
+			}
+			if f.CallsText != nil {
+				if err := json.Unmarshal([]byte(*f.CallsText), &f.Calls); err != nil {
+					return nil, errorf(CodeNotResumable, err, "%s", fmt.Sprintf("run %s stored the tool calls of step %d as a text that does not read back", runID, f.Step))
+				}
 			}
 			r.step = f.Step
 			r.usage = r.usage.add(f.Usage)
 			r.messages = append(r.messages, f.Message)
 			lastCalls = f.Calls
-			r.known, r.inflight = map[string]Outcome{}, map[string]bool{}
+			r.known, r.inflight = map[int]Outcome{}, map[int]bool{}
 		case EventFailed:
 			r.usage = r.usage.add(f.Usage)
 		case EventDispatch:
-			r.inflight[f.CallID] = true
+			r.inflight[r.position(lastCalls, f.Index, f.CallID, false)] = true
 			r.calls++
 		case EventToolResult:
-			delete(r.inflight, f.CallID)
+			i := r.position(lastCalls, f.Index, f.CallID, true)
+			delete(r.inflight, i)
 			if f.TextTrunc {
 				return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s stored a tool outcome of step %d as a digest only", runID, f.Step))
 			}
-			r.known[f.CallID] = Outcome{CallID: f.Kernel, Code: f.Code, Text: f.Text}
+			r.known[i] = Outcome{CallID: f.Kernel, Code: f.Code, Text: f.Text}
 		case EventFinished:
 			return nil, errorf(CodeNotResumable, nil, "%s", "run "+runID+" has finished")
 		}
@@ -529,14 +562,29 @@ func load(cfg Config, runID string) (*run, error) {
 	}
 	// The last answer's calls that the conversation has not answered yet.
 	r.pending = lastCalls
-	for _, c := range lastCalls {
+	for i, c := range lastCalls {
 		if len(c.Frame) == 0 {
 			return nil, errorf(CodeNotResumable, nil, "%s", fmt.Sprintf("run %s stored a tool call of step %d without its frame", runID, r.step))
 		}
-		if out, ok := r.known[c.ID]; ok {
+		if out, ok := r.known[i]; ok {
 			out.Call = c
-			r.known[c.ID] = out
+			r.known[i] = out
 		}
 	}
 	return r, nil
+}
+
+// position is the place in the answer's calls of the call a dispatch or outcome
+// event names: its index, or, in an event written without one, the first call with
+// its provider ID that is not settled yet (dispatched, for an outcome).
+func (r *run) position(calls []ToolCall, index *int, id string, settling bool) int {
+	if index != nil {
+		return *index
+	}
+	for i, c := range calls {
+		if _, done := r.known[i]; c.ID == id && !done && r.inflight[i] == settling {
+			return i
+		}
+	}
+	return -1
 }

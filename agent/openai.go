@@ -16,22 +16,23 @@ import (
 // openAI speaks chat completions through the official SDK: api.openai.com or any
 // OpenAI-compatible server (llama.cpp's server, vLLM, Ollama) at BaseURL.
 type openAI struct {
-	cfg    ProviderConfig
-	client openai.Client
+	cfg     ProviderConfig
+	secrets secrets
+	client  openai.Client
 }
 
 func newOpenAI(cfg ProviderConfig) *openAI {
-	opts := []option.RequestOption{option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout)}
+	// The retries and the timeout are the exchange's (see exchange.roundTrip): the
+	// SDK's sleep through a cancelled context.
+	opts := []option.RequestOption{option.WithMaxRetries(0)}
 	// An empty key is sent as such (a local server needs none); the SDK would read
 	// OPENAI_API_KEY itself otherwise, and the CLI already did.
 	opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	return &openAI{cfg: cfg, client: openai.NewClient(opts...)}
+	opts = append(opts, option.WithHTTPClient(httpClient(cfg)))
+	return &openAI{cfg: cfg, secrets: secretsOf(cfg), client: openai.NewClient(opts...)}
 }
 
 func (*openAI) Name() string               { return "openai" }
@@ -72,12 +73,17 @@ func (o *openAI) params(req Request) (openai.ChatCompletionNewParams, error) {
 	return p, nil
 }
 
-func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*Turn, error) {
+func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (t *Turn, err error) {
+	// A provider may echo the credentials it was sent: no error leaves with them.
+	defer func() { err = o.secrets.scrub(err) }()
 	p, err := o.params(req)
 	if err != nil {
 		return nil, err
 	}
-	x := &exchange{name: "openai", apiStatus: openaiStatus}
+	// Timeout covers every attempt and every wait between them.
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
+	defer cancel()
+	x := newExchange("openai", o.cfg, openaiStatus)
 	opts := []option.RequestOption{
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			return x.roundTrip(r, next)
@@ -95,7 +101,9 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 		var acc openai.ChatCompletionAccumulator
 		for stream.Next() {
 			chunk := stream.Current()
-			acc.AddChunk(chunk)
+			if !acc.AddChunk(chunk) {
+				return nil, x.badResponse(nil, "openai stream has a chunk that does not continue the answer")
+			}
 			if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" && onText != nil {
 				onText(chunk.Choices[0].Delta.Content)
 			}
@@ -105,6 +113,11 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 		}
 		if len(acc.Choices) == 0 {
 			return nil, x.badResponse(nil, "openai stream ended without a choice")
+		}
+		// A stream cut short ends without a finish reason, maybe in the middle of a
+		// tool call's arguments: nothing of it is dispatched.
+		if acc.Choices[0].FinishReason == "" {
+			return nil, x.badResponse(nil, "openai stream ended before the answer finished (no finish_reason)")
 		}
 		msg, usage, finish = acc.Choices[0].Message, acc.Usage, string(acc.Choices[0].FinishReason)
 	} else {
@@ -120,8 +133,8 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 			onText(msg.Content)
 		}
 	}
-	t := &Turn{Text: msg.Content, Stop: finish, Attempts: x.attempts(),
-		Usage: Usage{Input: usage.PromptTokens, Output: usage.CompletionTokens}}
+	t = &Turn{Text: msg.Content, Stop: finish, Attempts: x.attempts(),
+		Usage: usageOf(usage.PromptTokens, usage.CompletionTokens)}
 	if msg.Refusal != "" || finish == "content_filter" {
 		return t, providerErr(CodeProviderRefused, 0, t.Attempts, nil, "%s", "the model refused: "+liberr.Clip(msg.Refusal+finish, 300))
 	}
@@ -131,13 +144,13 @@ func (o *openAI) Send(ctx context.Context, req Request, onText func(string)) (*T
 		}
 		frame, err := json.Marshal(openAIFrame{ID: tc.ID, Type: "function", Function: openAIFrameFunction{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
 		if err != nil {
-			return t, err
+			return t, x.badResponse(err, "openai tool call cannot be encoded: "+liberr.Clip(err.Error(), 300))
 		}
 		t.Calls = append(t.Calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Frame: frame})
 	}
 	m, err := json.Marshal(msg.ToParam())
 	if err != nil {
-		return t, err
+		return t, x.badResponse(err, "openai answer cannot be encoded: "+liberr.Clip(err.Error(), 300))
 	}
 	t.Message = m
 	return t, nil

@@ -181,8 +181,13 @@ func AsLayer(err error, layer string) (*Error, bool) {
 	return nil, false
 }
 
+// ClipMark is what Clip appends to a text it cut. It is the one spelling of the
+// marker: code that must recognise a clipped text (to redact a secret cut in half at
+// the end, say) looks for this constant, not for a literal of its own.
+const ClipMark = "…"
+
 // Clip returns s as valid UTF-8 (invalid bytes become U+FFFD) cut to at most n bytes
-// on a character boundary, with "…" appended when it was cut: a message a guest or a
+// on a character boundary, with ClipMark appended when it was cut: a message a guest or a
 // client made can be megabytes long, or not text at all, and neither the audit log
 // nor a model should carry it. It is the one clip of the module.
 func Clip(s string, n int) string {
@@ -190,7 +195,7 @@ func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return Cut(s, n) + "…"
+	return Cut(s, n) + ClipMark
 }
 
 // Cut returns the longest prefix of s of at most n bytes that ends on a character

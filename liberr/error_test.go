@@ -3,6 +3,7 @@ package liberr
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -55,6 +56,11 @@ func TestClipKeepsCharacters(t *testing.T) {
 		got := Clip(c.in, c.n)
 		if got != c.want || !utf8.ValidString(got) {
 			t.Errorf("Clip(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+		// "liberr.ClipMark: one exported spelling of the clip marker that Clip
+		// appends": a cut text ends with it, and only a cut one.
+		if cut := len(c.in) > c.n; strings.HasSuffix(got, ClipMark) != cut {
+			t.Errorf("Clip(%q, %d) = %q: cut %v, ends with ClipMark %v", c.in, c.n, got, cut, !cut)
 		}
 	}
 }

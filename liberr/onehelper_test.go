@@ -96,6 +96,7 @@ func TestOneHelperScanSeesEachKind(t *testing.T) {
 		"clip clipText",
 		"clip utf8.RuneStart",
 		"clip … marker",
+		"clip … marker",
 		"error errorf",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -112,7 +113,8 @@ type helperUse struct {
 // jsonexact themselves aside), every place that is a helper of one of the four kinds:
 //
 //   - clip: a function named like one (clip…, truncate…), a cut on a character
-//     boundary by hand (utf8.RuneStart), an ellipsis appended by hand (+ "…");
+//     boundary by hand (utf8.RuneStart), an ellipsis appended by hand (+ "…"), the
+//     marker spelled as a literal of its own instead of liberr.ClipMark;
 //   - ID: an import of crypto/rand or math/rand, a function named newID, randID, …;
 //   - JSON: a json.Decoder read token by token or with UseNumber, the ways to build
 //     an exact decoder of one's own;
@@ -174,9 +176,15 @@ func secondHelpers(root string) ([]helperUse, error) {
 				}
 			case *ast.BinaryExpr:
 				if lit, ok := n.Y.(*ast.BasicLit); ok && n.Op == token.ADD && lit.Kind == token.STRING {
-					if s, err := strconv.Unquote(lit.Value); err == nil && strings.HasPrefix(s, "…") {
+					if s, err := strconv.Unquote(lit.Value); err == nil && strings.HasPrefix(s, ClipMark) {
 						add(n.Pos(), "… marker", "clip", "liberr.Clip")
 					}
+				}
+			case *ast.BasicLit:
+				// The marker spelled again (to look for it at the end of a clipped
+				// text, say) is a second spelling of liberr.ClipMark.
+				if s, err := strconv.Unquote(n.Value); n.Kind == token.STRING && err == nil && s == ClipMark {
+					add(n.Pos(), "… marker", "clip", "liberr.ClipMark")
 				}
 			case *ast.CallExpr:
 				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Token" || sel.Sel.Name == "UseNumber") {
