@@ -55,8 +55,10 @@ Provider: --provider openai speaks chat completions to api.openai.com or to any
 OpenAI-compatible server (llama.cpp's server, vLLM, Ollama) at --base-url or
 $OPENAI_BASE_URL, with $OPENAI_API_KEY; --provider anthropic speaks the Messages API with
 $ANTHROPIC_API_KEY (and $ANTHROPIC_BASE_URL). Keys are read from the environment only and
-are never written to the store or the log. 429 and 5xx answers are retried with backoff
-up to --max-retries; past that the run stops with a typed provider error.
+are never written to the store or the log. 408, 409, 429 and 5xx answers and refused
+connections are retried up to --max-retries, waiting what the provider asks (Retry-After)
+or a backoff, never more than a minute nor past --timeout; past that the run stops with a
+typed provider error.
 
 Approvals: a call waiting for operator approval is asked inline ("approve? [y/N]") when
 standard input is a terminal, or with --approvals inline; with --approvals operator it
@@ -89,7 +91,7 @@ waits for 'libos approve'. Ctrl-C cancels the running call and ends the run.`,
 	fl.StringVar(&f.model, "model", "", "model name")
 	fl.IntVar(&f.maxSteps, "max-steps", 32, "most model requests in this run")
 	fl.Int64Var(&f.budgetTokens, "budget-tokens", 0, "stop cleanly once the run has used this many tokens (0: no bound)")
-	fl.IntVar(&f.maxRetries, "max-retries", 2, "retries of a 429 or 5xx answer, with the SDK's backoff")
+	fl.IntVar(&f.maxRetries, "max-retries", 2, "retries of a 408, 409, 429 or 5xx answer or a refused connection (Retry-After or a backoff, at most a minute each, within the timeout)")
 	fl.BoolVar(&f.stream, "stream", false, "stream the model's text as it comes")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "bound on one model request, its retries included")
 	fl.StringVar(&f.resume, "resume", "", "resume run RUN of --pid (no value: its latest unfinished run)")
