@@ -306,9 +306,10 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 const otherGrace = 5 * time.Second
 
 // Write writes one message as one line; an answer takes its request off the
-// pending set.
+// pending set. An answer that cannot be written as it is goes out as a JSON-RPC
+// error for its request (wireerr.go): an error returned here would end the session.
 func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := encodeAnswer(msg)
 	if err != nil {
 		return err
 	}

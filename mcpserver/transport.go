@@ -74,3 +74,8 @@ func (c *wrappedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 	}
 }
+
+// Write makes an answer writable (wireerr.go) before the transport encodes it.
+func (c *wrappedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	return c.Connection.Write(ctx, wireMessage(msg))
+}
