@@ -79,8 +79,8 @@ var envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "erro
 // at any depth, nesting within MaxMessageDepth, a single object (no batch: MCP removed
 // batching in 2025-06-18), members of JSON-RPC 2.0 only and in their exact case, an
 // id that is a string or an integer the SDK carries exactly, params that are an
-// object, and for methods with fixed params (tools/call) exactly those members with
-// the types MCP gives them.
+// object, for methods with fixed params (tools/call) exactly those members with
+// the types MCP gives them, and for logging/setLevel a level MCP names.
 func checkMessage(raw []byte) (*message, *rejection) {
 	v, err := jsonexact.DecodeAny(raw, MaxMessageDepth)
 	if err != nil {
@@ -224,11 +224,38 @@ func checkMessage(raw []byte) (*message, *rejection) {
 			}
 		}
 	}
+	if method == "logging/setLevel" && version == "" {
+		// The SDK takes any string for a level and drops the messages it cannot rank.
+		if !hasParams {
+			return nil, reject(id, jsonrpc.CodeInvalidParams, "%s needs params", method)
+		}
+		lv, ok := params["level"].(string)
+		if !ok || !contains(logLevels, lv) {
+			return nil, reject(id, jsonrpc.CodeInvalidParams, "params.level of %s must be one of %s, got %s", method, strings.Join(logLevels, ", "), levelOf(params))
+		}
+	}
 	m, r := decoded(raw, method, idKey, id)
 	if m != nil {
 		m.version = version
 	}
 	return m, r
+}
+
+// logLevels are the levels of logging/setLevel, the syslog severities of RFC 5424
+// as MCP names them, least severe first.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// levelOf describes the level params holds, for a refusal.
+func levelOf(params map[string]any) string {
+	v, ok := params["level"]
+	if !ok {
+		return "no level"
+	}
+	if s, ok := v.(string); ok {
+		q, _ := json.Marshal(s)
+		return string(q)
+	}
+	return jsonexact.KindOf(v)
 }
 
 // recoverEnvelope reads what it can of a message that is not exact JSON, so that the

@@ -244,6 +244,58 @@ func TestOddParamsKeepTheSession(t *testing.T) {
 	})
 }
 
+// TestSetLevelTakesTheProtocolsLevels: "logging/setLevel must accept only the
+// protocol's eight levels (debug, info, notice, warning, error, critical, alert,
+// emergency); anything else (wrong case, unknown, non-string, missing) is -32602
+// (Invalid params)". A refused level is a protocol_frame refusal like any other,
+// and the session goes on, over stdio and over streamable HTTP.
+func TestSetLevelTakesTheProtocolsLevels(t *testing.T) {
+	sys, pid, url := served(t, engine.Direct)
+	bad := []string{`{"level":"Debug"}`, `{"level":"INFO"}`, `{"level":"verbose"}`, `{"level":""}`, `{"level":" info"}`,
+		`{"level":3}`, `{"level":null}`, `{"level":["info"]}`, `{}`, `{"_meta":{}}`}
+	good := []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+	check := func(t *testing.T, params string, m wireMsg) {
+		t.Helper()
+		if m.Error == nil || m.Error.Code != -32602 || m.dataCode() != "protocol_frame" {
+			t.Errorf("logging/setLevel %s: %s %+v, want invalid params (protocol_frame)", params, m.Result, m.Error)
+		}
+	}
+	t.Run("stdio", func(t *testing.T) {
+		c := overStdio(t, sys, pid)
+		c.initialize()
+		for _, params := range bad {
+			check(t, params, c.call(`"lv"`, "logging/setLevel", params))
+			c.alive("logging/setLevel " + params)
+		}
+		c.send(`{"jsonrpc":"2.0","id":"np","method":"logging/setLevel"}`)
+		check(t, "without params", c.next())
+		for _, lv := range good {
+			if m := c.call(`"lv"`, "logging/setLevel", `{"level":"`+lv+`"}`); m.Error != nil {
+				t.Errorf("logging/setLevel %s: %+v", lv, m.Error)
+			}
+		}
+		c.alive("logging/setLevel")
+	})
+	t.Run("http", func(t *testing.T) {
+		sid := session(t, url)
+		setLevel := func(params string) wireMsg {
+			t.Helper()
+			resp, body := post(t, url, sid, "2025-11-25", `{"jsonrpc":"2.0","id":"lv","method":"logging/setLevel","params":`+params+`}`)
+			return answerOf(t, resp, body)
+		}
+		for _, params := range bad {
+			check(t, params, setLevel(params))
+			httpAlive(t, url, sid, "logging/setLevel "+params)
+		}
+		for _, lv := range good {
+			if m := setLevel(`{"level":"` + lv + `"}`); m.Error != nil {
+				t.Errorf("logging/setLevel %s: %+v", lv, m.Error)
+			}
+		}
+		httpAlive(t, url, sid, "logging/setLevel")
+	})
+}
+
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 // guardedImage is testdata/images/approvals.yaml: echo waits for an operator's
