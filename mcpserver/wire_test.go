@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/engine"
@@ -309,4 +310,62 @@ func guardedImage(t *testing.T) *image.Image {
 	return img
 }
 
-var _ = guardedImage
+// TestStdioInFlightIDRefused: "a request reusing the id of one still in flight ...
+// must be refused with -32600, recorded as protocol_rejected (as other rejected
+// frames are), and never run". A tools/call waits for an operator's approval; a
+// second request with its id is refused at once, the first is answered when
+// approved, and the id is free again once it is answered.
+func TestStdioInFlightIDRefused(t *testing.T) {
+	ctx := context.Background()
+	sys, pid, _ := servedImage(t, guardedImage(t))
+	c := overStdio(t, sys, pid)
+	c.initialize()
+	c.send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"first":true}}}`)
+	var approval engine.Approval
+	for approval.ID == "" {
+		as, err := sys.Approvals(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(as) == 1 {
+			approval = as[0]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The session ends only once the call is answered: a failing test denies it.
+	t.Cleanup(func() { _ = sys.Deny(ctx, approval.ID, "the test ended") })
+	for _, again := range []string{
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"second":true}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"ping"}`,
+	} {
+		c.send(again)
+		c.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
+		if m := c.next(); string(m.ID) != "5" || m.Error == nil || m.Error.Code != -32600 || m.dataCode() != "protocol_frame" {
+			t.Fatalf("%s while id 5 is in flight: the next answer is %s %s %+v, want invalid request (protocol_frame) for id 5", again, m.ID, m.Result, m.Error)
+		}
+		if m := c.next(); string(m.ID) != `"after"` || m.Error != nil {
+			t.Fatalf("the ping after: %s %+v", m.ID, m.Error)
+		}
+	}
+	if err := sys.Approve(ctx, approval.ID); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(); string(m.ID) != "5" || m.Error != nil || !strings.Contains(string(m.Result), `\"first\":true`) {
+		t.Fatalf("the approved call: %s %s %+v", m.ID, m.Result, m.Error)
+	}
+	if m := c.call("5", "ping", `{}`); m.Error != nil {
+		t.Fatalf("a ping with id 5 once its call is answered: %+v", m.Error)
+	}
+	c.alive("the refusals")
+	evs, err := sys.Events(pid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, e := range evs {
+		counts[e.Type]++
+	}
+	if counts[engine.EventProtocolRejected] != 2 || counts[engine.EventToolCalled] != 1 {
+		t.Fatalf("events %v, want 2 protocol_rejected and 1 tool_called", counts)
+	}
+}
