@@ -260,6 +260,9 @@ func (s *Server) intercept(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 		if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
 			res, err = s.handler(ctx, r)
+		} else if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" && ss.InitializeParams() != nil {
+			// The transports refuse it first (outOfOrder); this is for any other.
+			err = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "mcp: the session is already initialized: initialize comes once"}
 		} else {
 			res, err = next(ctx, method, req)
 		}

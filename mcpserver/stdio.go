@@ -25,7 +25,8 @@ import (
 // protocol_rejected, and the session reads the next line. The SDK's own stdio
 // transport decodes a stream instead, and ends the whole session at the first such
 // line. A request whose id is that of a request still in flight is refused the same
-// way (invalid request), never run: the SDK would drop it unanswered.
+// way (invalid request), never run: the SDK would drop it unanswered; so is a request
+// out of the session's order (a second initialize, a request before initialize).
 //
 // The end of the input and a stop (Stdio's context) end the session only once every
 // tools/call passed to the SDK has been answered (and every other request, for up to
@@ -76,6 +77,7 @@ type stdioConn struct {
 	limit int
 
 	wmu sync.Mutex // one message per Write on out
+	hs  handshake
 
 	msgs     chan jsonrpc.Message
 	ended    chan struct{} // the reader stopped: end of input, a read error or a stop
@@ -144,6 +146,9 @@ func (c *stdioConn) handle(line []byte, over bool) {
 		// The SDK drops such a request without an answer (its id names the other).
 		id, _ := json.Marshal(m.msg.(*jsonrpc.Request).ID.Raw())
 		r = reject(id, jsonrpc.CodeInvalidRequest, "request id %s is in flight: an id is used again only once its request is answered", id)
+	}
+	if r == nil {
+		r = c.hs.check(m)
 	}
 	if r != nil {
 		c.write(append(c.s.refuse(ctx, line, r), '\n'))
@@ -342,6 +347,7 @@ func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
 	}
 	r, isAnswer := msg.(*jsonrpc.Response)
 	if isAnswer {
+		c.hs.answered(msg)
 		c.release(keyOf(r.ID))
 	}
 	err = c.write(append(data, '\n'))

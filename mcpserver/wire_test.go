@@ -297,6 +297,53 @@ func TestSetLevelTakesTheProtocolsLevels(t *testing.T) {
 	})
 }
 
+// TestSessionOrder: "A second initialize, and a request before initialize ... must
+// get -32600 (Invalid Request) on stdio and over HTTP", never code 0, and the session
+// goes on: a ping before initialize is answered, the session then initializes, and
+// after a second initialize it still answers.
+func TestSessionOrder(t *testing.T) {
+	sys, pid, url := served(t, engine.Direct)
+	check := func(t *testing.T, what string, m wireMsg) {
+		t.Helper()
+		if m.Error == nil || m.Error.Code != -32600 {
+			t.Errorf("%s: %s %+v, want invalid request (-32600)", what, m.Result, m.Error)
+		}
+	}
+	t.Run("stdio", func(t *testing.T) {
+		c := overStdio(t, sys, pid)
+		check(t, "tools/list before initialize", c.call("1", "tools/list", `{}`))
+		check(t, "tools/call before initialize", c.call("2", "tools/call", `{"name":"echo","arguments":{}}`))
+		if m := c.call("3", "ping", `{}`); m.Error != nil {
+			t.Errorf("ping before initialize: %+v", m.Error)
+		}
+		c.initialize()
+		c.alive("the requests before initialize")
+		check(t, "a second initialize", c.call("4", "initialize", initParams))
+		c.alive("a second initialize")
+	})
+	t.Run("http", func(t *testing.T) {
+		resp, body := post(t, url, "", "2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
+		check(t, "tools/list before initialize", answerOf(t, resp, body))
+		sid := session(t, url)
+		resp, body = post(t, url, sid, "2025-11-25", `{"jsonrpc":"2.0","id":2,"method":"initialize","params":`+initParams+`}`)
+		check(t, "a second initialize", answerOf(t, resp, body))
+		httpAlive(t, url, sid, "a second initialize")
+	})
+	evs, err := sys.Events(pid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Type == engine.EventProtocolRejected {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Errorf("%d protocol_rejected events, want one for each of the 5 refusals", n)
+	}
+}
+
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 // guardedImage is testdata/images/approvals.yaml: echo waits for an operator's
