@@ -7,7 +7,9 @@
 // the engine's adapter and pipeline as a frame; results and errors are mapped to MCP's
 // shapes (structuredContent and text content; isError results with the typed error
 // under _meta["libos/error"]; JSON-RPC errors for protocol-frame failures and for
-// failures of the server itself).
+// failures of the server itself). Every JSON-RPC error the server answers with, its
+// own or the SDK's, has a JSON-RPC code and data that is JSON (wireerr.go), so that
+// no answer is left unwritten and no session ends on one.
 //
 // What it must not touch: it never checks, validates or reshapes arguments, and never
 // writes to the store. The adapter sees every call, including names the SDK would not

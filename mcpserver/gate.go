@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -79,8 +80,8 @@ var envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "erro
 // at any depth, nesting within MaxMessageDepth, a single object (no batch: MCP removed
 // batching in 2025-06-18), members of JSON-RPC 2.0 only and in their exact case, an
 // id that is a string or an integer the SDK carries exactly, params that are an
-// object, and for methods with fixed params (tools/call) exactly those members with
-// the types MCP gives them.
+// object, for methods with fixed params (tools/call) exactly those members with
+// the types MCP gives them, and for logging/setLevel a level MCP names.
 func checkMessage(raw []byte) (*message, *rejection) {
 	v, err := jsonexact.DecodeAny(raw, MaxMessageDepth)
 	if err != nil {
@@ -224,11 +225,92 @@ func checkMessage(raw []byte) (*message, *rejection) {
 			}
 		}
 	}
+	if method == "logging/setLevel" && version == "" {
+		// The SDK takes any string for a level and drops the messages it cannot rank.
+		if !hasParams {
+			return nil, reject(id, jsonrpc.CodeInvalidParams, "%s needs params", method)
+		}
+		lv, ok := params["level"].(string)
+		if !ok || !contains(logLevels, lv) {
+			return nil, reject(id, jsonrpc.CodeInvalidParams, "params.level of %s must be one of %s, got %s", method, strings.Join(logLevels, ", "), levelOf(params))
+		}
+	}
 	m, r := decoded(raw, method, idKey, id)
 	if m != nil {
 		m.version = version
 	}
 	return m, r
+}
+
+// logLevels are the levels of logging/setLevel, the syslog severities of RFC 5424
+// as MCP names them, least severe first.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// levelOf describes the level params holds, for a refusal.
+func levelOf(params map[string]any) string {
+	v, ok := params["level"]
+	if !ok {
+		return "no level"
+	}
+	if s, ok := v.(string); ok {
+		q, _ := json.Marshal(s)
+		return string(q)
+	}
+	return jsonexact.KindOf(v)
+}
+
+// outOfOrder is the refusal of a request of the handshake revisions that comes out
+// of the order MCP's lifecycle gives, in a session that is initialized or not: an
+// initialize once the session is, or a request other than initialize and ping
+// before it. (The SDK answers both with code 0.) nil when m is in order.
+func outOfOrder(m *message, initialized bool) *rejection {
+	req, ok := m.msg.(*jsonrpc.Request)
+	if !ok || m.id == "" || m.version != "" || m.method == "server/discover" {
+		return nil
+	}
+	id, _ := json.Marshal(req.ID.Raw())
+	switch {
+	case m.method == "initialize" && initialized:
+		return reject(id, jsonrpc.CodeInvalidRequest, "the session is already initialized: initialize comes once")
+	case m.method != "initialize" && m.method != "ping" && !initialized:
+		return reject(id, jsonrpc.CodeInvalidRequest, "%q before initialize: a session starts with initialize", m.method)
+	}
+	return nil
+}
+
+// handshake follows the lifecycle of one session for a transport that sees all its
+// messages (stdio, Wrap).
+type handshake struct {
+	mu          sync.Mutex
+	initialized bool   // an initialize was passed on, and did not fail
+	initID      string // the id of that initialize until it is answered
+}
+
+// check refuses m when it comes out of order, and notes an initialize passed on:
+// the SDK handles an initialize before any request after it.
+func (h *handshake) check(m *message) *rejection {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := outOfOrder(m, h.initialized)
+	if r == nil && m.method == "initialize" && m.id != "" && m.version == "" {
+		h.initialized, h.initID = true, m.id
+	}
+	return r
+}
+
+// answered notes an answer of the server: a failed initialize leaves the session
+// uninitialized.
+func (h *handshake) answered(msg jsonrpc.Message) {
+	r, ok := msg.(*jsonrpc.Response)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.initID != "" && keyOf(r.ID) == h.initID {
+		h.initialized = r.Error == nil
+		h.initID = ""
+	}
 }
 
 // recoverEnvelope reads what it can of a message that is not exact JSON, so that the

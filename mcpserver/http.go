@@ -36,7 +36,9 @@ const DefaultMaxBodyBytes = DefaultMaxLineBytes
 // Every POST body is checked (see gate.go) before the SDK reads it: a body that is not
 // one exact message is answered with a JSON-RPC error whose data holds the typed code
 // (HTTP 200 when the request's id could be read, 400 when not), and is recorded as
-// protocol_rejected; a body over DefaultMaxBodyBytes the same way with HTTP 413. The
+// protocol_rejected; a body over DefaultMaxBodyBytes the same way with HTTP 413; and
+// so is a request of the handshake revisions out of its session's order (a request
+// other than initialize and ping outside a session, initialize in one). The
 // POSTs in flight are counted (subscriptions/listen streams aside), so that Wait can
 // let their answers out before the server stops.
 func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
@@ -83,6 +85,9 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 			body = body[:DefaultMaxBodyBytes]
 		} else {
 			m, rej = checkMessage(body)
+			if rej == nil && m.version == "" && m.method != "server/discover" && r.Header.Get("Mcp-Protocol-Version") < statelessRevision {
+				rej = s.sessionOrder(m, r.Header.Get("Mcp-Session-Id"))
+			}
 		}
 		if rej != nil {
 			out := s.refuse(r.Context(), body, rej)
@@ -156,6 +161,31 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 		return s.guard(h)
 	}
 	return h
+}
+
+// sessionOrder refuses a request of the handshake revisions that comes out of the
+// order of session sid ("" for a request outside any session), whose state the SDK
+// holds (see outOfOrder). A session the SDK does not know is left to it (HTTP 404).
+func (s *Server) sessionOrder(m *message, sid string) *rejection {
+	initialized := false
+	if sid != "" {
+		ss := s.session(sid)
+		if ss == nil {
+			return nil
+		}
+		initialized = ss.InitializeParams() != nil
+	}
+	return outOfOrder(m, initialized)
+}
+
+// session is the SDK's session sid, nil when there is none.
+func (s *Server) session(sid string) *mcp.ServerSession {
+	for ss := range s.srv.Sessions() {
+		if ss.ID() == sid {
+			return ss
+		}
+	}
+	return nil
 }
 
 // statelessRevision is the first revision of MCP without the initialize handshake.

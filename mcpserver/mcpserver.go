@@ -254,13 +254,26 @@ func stripParamHeaders(raw json.RawMessage) json.RawMessage {
 }
 
 // intercept takes every tools/call before the SDK's name lookup, so the engine's
-// adapter and projection decide about every name.
+// adapter and projection decide about every name, and makes the error of every
+// method one that can be written (wireerr.go).
 func (s *Server) intercept(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 		if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
-			return s.handler(ctx, r)
+			res, err = s.handler(ctx, r)
+		} else if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" && ss.InitializeParams() != nil {
+			// The transports refuse it first (outOfOrder); this is for any other.
+			err = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "mcp: the session is already initialized: initialize comes once"}
+		} else {
+			res, err = next(ctx, method, req)
 		}
-		return next(ctx, method, req)
+		if err == nil {
+			return res, nil
+		}
+		if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil && sameError(err, mcp.ResourceNotFoundError(r.Params.URI)) {
+			// The SDK's own not-found error, whose data is not JSON for every URI.
+			err = resourceNotFound(r.Params.URI)
+		}
+		return nil, wireError(err)
 	}
 }
 

@@ -132,12 +132,12 @@ func (s *Server) readEvents(_ context.Context, req *mcp.ReadResourceRequest) (*m
 		rest, ok := strings.CutPrefix(uri, s.eventsURI()+"/after/")
 		n, err := strconv.ParseUint(rest, 10, 64)
 		if !ok || err != nil || strconv.FormatUint(n, 10) != rest {
-			return nil, mcp.ResourceNotFoundError(uri)
+			return nil, resourceNotFound(uri)
 		}
 		after = n
 	}
 	if s.hidden() {
-		return nil, mcp.ResourceNotFoundError(uri)
+		return nil, resourceNotFound(uri)
 	}
 	evs, err := s.k.Events(s.pid, after, eventsPage)
 	if err != nil {
@@ -182,12 +182,12 @@ func (s *Server) readCandidates(_ context.Context, req *mcp.ReadResourceRequest)
 	if uri != s.candidatesURI() {
 		rest, ok := strings.CutPrefix(uri, s.candidatesURI()+"/")
 		if !ok || rest == "" || strings.Contains(rest, "/") {
-			return nil, mcp.ResourceNotFoundError(uri)
+			return nil, resourceNotFound(uri)
 		}
 		id = rest
 	}
 	if s.hidden() {
-		return nil, mcp.ResourceNotFoundError(uri)
+		return nil, resourceNotFound(uri)
 	}
 	cs, err := s.k.Candidates(s.pid)
 	if err != nil {
@@ -199,7 +199,7 @@ func (s *Server) readCandidates(_ context.Context, req *mcp.ReadResourceRequest)
 				return jsonContents(uri, c)
 			}
 		}
-		return nil, mcp.ResourceNotFoundError(uri)
+		return nil, resourceNotFound(uri)
 	}
 	out := []candidateSummary{}
 	for _, c := range cs {
@@ -261,7 +261,7 @@ func (s *Server) skill(uri string) (engine.Skill, bool) {
 func (s *Server) readSkill(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	d, ok := s.skill(req.Params.URI)
 	if !ok {
-		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		return nil, resourceNotFound(req.Params.URI)
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/markdown", Text: string(skillFile(d))}}}, nil
 }

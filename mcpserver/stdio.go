@@ -24,7 +24,9 @@ import (
 // with the line's id when it can be read, null otherwise — recorded as
 // protocol_rejected, and the session reads the next line. The SDK's own stdio
 // transport decodes a stream instead, and ends the whole session at the first such
-// line.
+// line. A request whose id is that of a request still in flight is refused the same
+// way (invalid request), never run: the SDK would drop it unanswered; so is a request
+// out of the session's order (a second initialize, a request before initialize).
 //
 // The end of the input and a stop (Stdio's context) end the session only once every
 // tools/call passed to the SDK has been answered (and every other request, for up to
@@ -75,6 +77,7 @@ type stdioConn struct {
 	limit int
 
 	wmu sync.Mutex // one message per Write on out
+	hs  handshake
 
 	msgs     chan jsonrpc.Message
 	ended    chan struct{} // the reader stopped: end of input, a read error or a stop
@@ -86,6 +89,7 @@ type stdioConn struct {
 
 	mu      sync.Mutex
 	pending map[string]bool // ids of requests passed to the SDK and not yet answered: true for a tools/call
+	ids     map[string]bool // ids of every request passed to the SDK and not yet answered
 	idle    chan struct{}   // closed and replaced as pending empties
 }
 
@@ -93,7 +97,7 @@ func (s *Server) newStdioConn(in io.Reader, out io.Writer, limit int) *stdioConn
 	c := &stdioConn{
 		s: s, in: in, out: out, limit: limit,
 		msgs: make(chan jsonrpc.Message), ended: make(chan struct{}), stop: make(chan struct{}),
-		closed: make(chan struct{}), pending: map[string]bool{}, idle: make(chan struct{}),
+		closed: make(chan struct{}), pending: map[string]bool{}, ids: map[string]bool{}, idle: make(chan struct{}),
 	}
 	close(c.idle) // nothing pending yet
 	go c.read()
@@ -138,12 +142,20 @@ func (c *stdioConn) handle(line []byte, over bool) {
 	} else {
 		m, r = checkMessage(line)
 	}
+	if r == nil && m.method != "" && m.id != "" && c.inFlight(m.id) {
+		// The SDK drops such a request without an answer (its id names the other).
+		id, _ := json.Marshal(m.msg.(*jsonrpc.Request).ID.Raw())
+		r = reject(id, jsonrpc.CodeInvalidRequest, "request id %s is in flight: an id is used again only once its request is answered", id)
+	}
+	if r == nil {
+		r = c.hs.check(m)
+	}
 	if r != nil {
 		c.write(append(c.s.refuse(ctx, line, r), '\n'))
 		return
 	}
 	if resp := c.s.extensionResponse(m); resp != nil {
-		if out, err := jsonrpc.EncodeMessage(resp); err == nil {
+		if out, err := encodeAnswer(resp); err == nil {
 			c.write(append(out, '\n'))
 		}
 		return
@@ -159,13 +171,16 @@ func (c *stdioConn) handle(line []byte, over bool) {
 			}
 		}
 	}
-	if m.method != "" && m.id != "" && m.method != "subscriptions/listen" {
-		// subscriptions/listen parks until it is cancelled: nothing waits for it.
+	if m.method != "" && m.id != "" {
 		c.mu.Lock()
-		if len(c.pending) == 0 {
-			c.idle = make(chan struct{})
+		c.ids[m.id] = true
+		if m.method != "subscriptions/listen" {
+			// subscriptions/listen parks until it is cancelled: nothing waits for it.
+			if len(c.pending) == 0 {
+				c.idle = make(chan struct{})
+			}
+			c.pending[m.id] = m.method == "tools/call"
 		}
-		c.pending[m.id] = m.method == "tools/call"
 		c.mu.Unlock()
 	}
 	select {
@@ -174,6 +189,7 @@ func (c *stdioConn) handle(line []byte, over bool) {
 	case <-c.stop:
 		// Stopping: the request is answered, not dropped.
 		if m.id != "" && m.method != "" {
+			c.release(m.id)
 			c.answered(m.id)
 			c.stopping(m)
 		}
@@ -237,6 +253,22 @@ func (c *stdioConn) write(b []byte) error {
 	defer c.wmu.Unlock()
 	_, err := c.out.Write(b)
 	return err
+}
+
+// inFlight reports whether a request with id was passed to the SDK and is not
+// answered yet.
+func (c *stdioConn) inFlight(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ids[id]
+}
+
+// release frees id for another request, as its answer is about to be written: the
+// client may send the next request with it as soon as it reads the answer.
+func (c *stdioConn) release(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.ids, id)
 }
 
 func (c *stdioConn) answered(id string) {
@@ -306,14 +338,20 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 const otherGrace = 5 * time.Second
 
 // Write writes one message as one line; an answer takes its request off the
-// pending set.
+// pending set. An answer that cannot be written as it is goes out as a JSON-RPC
+// error for its request (wireerr.go): an error returned here would end the session.
 func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := encodeAnswer(msg)
 	if err != nil {
 		return err
 	}
+	r, isAnswer := msg.(*jsonrpc.Response)
+	if isAnswer {
+		c.hs.answered(msg)
+		c.release(keyOf(r.ID))
+	}
 	err = c.write(append(data, '\n'))
-	if r, ok := msg.(*jsonrpc.Response); ok {
+	if isAnswer {
 		c.answered(keyOf(r.ID))
 	}
 	return err

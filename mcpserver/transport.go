@@ -34,7 +34,8 @@ func (w *wrapped) Connect(ctx context.Context) (mcp.Connection, error) {
 
 type wrappedConn struct {
 	mcp.Connection
-	s *Server
+	s  *Server
+	hs handshake
 }
 
 func (c *wrappedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -49,6 +50,9 @@ func (c *wrappedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, nil
 		}
 		m, rej := checkMessage(raw)
+		if rej == nil {
+			rej = c.hs.check(m)
+		}
 		if rej == nil {
 			if resp := c.s.extensionResponse(m); resp != nil {
 				if err := c.Connection.Write(ctx, resp); err != nil {
@@ -73,4 +77,10 @@ func (c *wrappedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return nil, err
 		}
 	}
+}
+
+// Write makes an answer writable (wireerr.go) before the transport encodes it.
+func (c *wrappedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	c.hs.answered(msg)
+	return c.Connection.Write(ctx, wireMessage(msg))
 }
