@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,6 +226,15 @@ func checkMessage(raw []byte) (*message, *rejection) {
 			}
 		}
 	}
+	if method == "initialize" && hasParams {
+		// The SDK decodes initialize's params into its Go types before any handler of
+		// ours runs, and answers a member of the wrong type with code 0 over HTTP. They
+		// are decoded here the same way first, so that such params are invalid params on
+		// every transport.
+		if r := checkShape(id, method, pv, new(mcp.InitializeParams)); r != nil {
+			return nil, r
+		}
+	}
 	if method == "logging/setLevel" && version == "" {
 		// The SDK takes any string for a level and drops the messages it cannot rank.
 		if !hasParams {
@@ -240,6 +250,45 @@ func checkMessage(raw []byte) (*message, *rejection) {
 		m.version = version
 	}
 	return m, r
+}
+
+// checkShape decodes params into into, as the SDK will, and refuses them as invalid
+// params when a member has the wrong type, naming the member.
+func checkShape(id json.RawMessage, method string, params any, into any) *rejection {
+	b, err := json.Marshal(params)
+	if err == nil {
+		err = json.Unmarshal(b, into)
+	}
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return reject(id, jsonrpc.CodeInvalidParams, "params.%s of %s must be %s, got %s", te.Field, method, jsonKind(te.Type), te.Value)
+	}
+	return reject(id, jsonrpc.CodeInvalidParams, "params of %s do not have the types MCP gives them", method)
+}
+
+// jsonKind names the JSON kind a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a " + t.Kind().String()
 }
 
 // logLevels are the levels of logging/setLevel, the syslog severities of RFC 5424

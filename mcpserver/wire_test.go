@@ -416,3 +416,39 @@ func TestStdioInFlightIDRefused(t *testing.T) {
 		t.Fatalf("events %v, want 2 protocol_rejected and 1 tool_called", counts)
 	}
 }
+
+// TestInitializeParamsOfTheWrongType: the params of initialize have the types MCP gives
+// them, down to the members of clientInfo and capabilities; one of another type is
+// invalid params (-32602) on every transport, never code 0 or an internal error, and the
+// session can still initialize.
+func TestInitializeParamsOfTheWrongType(t *testing.T) {
+	sys, pid, url := served(t, engine.Direct)
+	bad := []string{
+		`{"protocolVersion":5,"capabilities":{},"clientInfo":{"name":"x","version":"1"}}`,
+		`{"protocolVersion":"2025-11-25","capabilities":[],"clientInfo":{"name":"x","version":"1"}}`,
+		`{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":"yes"}},"clientInfo":{"name":"x","version":"1"}}`,
+		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":7,"version":"1"}}`,
+		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":"x"}`,
+	}
+	check := func(t *testing.T, params string, m wireMsg) {
+		t.Helper()
+		if m.Error == nil || m.Error.Code != -32602 || m.dataCode() != "protocol_frame" {
+			t.Errorf("initialize %s: %s %+v, want invalid params (protocol_frame)", params, m.Result, m.Error)
+		}
+	}
+	t.Run("stdio", func(t *testing.T) {
+		c := overStdio(t, sys, pid)
+		for i, params := range bad {
+			check(t, params, c.call(itoa(i+1), "initialize", params))
+		}
+		c.initialize()
+		c.alive("initialize with params of the wrong type")
+	})
+	t.Run("http", func(t *testing.T) {
+		for i, params := range bad {
+			resp, body := post(t, url, "", "2025-11-25", `{"jsonrpc":"2.0","id":`+itoa(i+1)+`,"method":"initialize","params":`+params+`}`)
+			check(t, params, answerOf(t, resp, body))
+		}
+		httpAlive(t, url, session(t, url), "initialize with params of the wrong type")
+	})
+}
