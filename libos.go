@@ -26,10 +26,19 @@ import (
 type Options struct {
 	// CacheDir holds wazero's compilation cache of the sandbox guest and the snapshot of
 	// its prepared state, so that a new process starts without compiling the guest or
-	// preparing that state again (DefaultCacheDir is the one the libos command uses). It is created if missing. Empty compiles in memory and writes
-	// nothing outside the store's directory. A directory that cannot be used fails Open
-	// with an error that matches ErrCache.
+	// preparing that state again (DefaultCacheDir is the one the libos command uses).
+	// Empty compiles in memory and writes nothing outside the store's directory. The
+	// directory is created if missing, proved writable and opened by the guest's compile
+	// only: in Open, or with LazySandbox at the first JIT tool call; a System that
+	// compiles nothing leaves it untouched. A directory that cannot be used fails that
+	// compile with an error matching ErrCache, unless OnCacheUnusable is set.
 	CacheDir string
+	// OnCacheUnusable, when set, makes a CacheDir that cannot be used no failure: the
+	// guest is compiled in memory and OnCacheUnusable is called once, from the compile,
+	// with the error (matching ErrCache) that would otherwise have failed it
+	// (wasm.Config.OnCacheUnusable). A program that cannot do without a cache does not
+	// set it; one that only wants to say so, as the libos command does, prints it.
+	OnCacheUnusable func(error)
 	// MaxMemory is the hard cap, in bytes, of the sandbox's linear memory per call; 0
 	// means the sandbox's default (wasm.DefaultMaxMemory).
 	MaxMemory int64
@@ -81,11 +90,13 @@ type Options struct {
 }
 
 // CodeCacheUnusable is the code of ErrCache.
-const CodeCacheUnusable liberr.Code = "cache_unusable"
+const CodeCacheUnusable = liberr.CodeCacheUnusable
 
-// ErrCache is matched (errors.Is) by the error of Open, NewValidator or WarmCache when
-// Options.CacheDir cannot hold the compilation cache (code cache_unusable). Opening
-// again with an empty CacheDir compiles in memory instead.
+// ErrCache is matched (errors.Is) by the error of the sandbox guest's compile when
+// Options.CacheDir cannot hold the compilation cache (code cache_unusable): the error
+// of Open, NewValidator or WarmCache, or with LazySandbox of the first JIT tool call.
+// With Options.OnCacheUnusable the compile goes on in memory and the callback is given
+// the error instead; opening again with an empty CacheDir compiles in memory too.
 var ErrCache = liberr.New("libos", CodeCacheUnusable, "the compilation cache directory is unusable")
 
 // ErrStoreInUse is matched (errors.Is) by the error of Open when another program holds
@@ -154,7 +165,7 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 	if pool == 0 {
 		pool = max(DefaultPoolSize, runtime.GOMAXPROCS(0))
 	}
-	sb, err := newSandbox(ctx, wasm.Config{CacheDir: opts.CacheDir, MaxMemory: opts.MaxMemory, PoolSize: pool, Lazy: opts.LazySandbox})
+	sb, err := newSandbox(ctx, wasm.Config{CacheDir: opts.CacheDir, OnCacheUnusable: opts.OnCacheUnusable, MaxMemory: opts.MaxMemory, PoolSize: pool, Lazy: opts.LazySandbox})
 	if err != nil {
 		return nil, err
 	}
@@ -213,13 +224,11 @@ func Open(ctx context.Context, dir string, opts Options) (*System, error) {
 	return s, nil
 }
 
-// newSandbox starts the sandbox; a cache directory that cannot be used is ErrCache.
+// newSandbox starts the sandbox. Its compile, not this, looks at the cache directory
+// (wasm.Config.CacheDir): a lazy sandbox that never compiles never touches it, and a
+// prestarted one (wasm.Prestart) has looked already. A directory that cannot be used
+// is an error of code cache_unusable, which matches ErrCache.
 func newSandbox(ctx context.Context, cfg wasm.Config) (*wasm.Engine, error) {
-	if cfg.CacheDir != "" {
-		if err := wasm.CheckCacheDir(cfg.CacheDir); err != nil {
-			return nil, liberr.Wrap("libos", CodeCacheUnusable, err, "the compilation cache directory is unusable: %v", err)
-		}
-	}
 	sb, err := wasm.NewEngine(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("libos: start the sandbox: %w", err)

@@ -193,6 +193,34 @@ func TestOpenUnusableCache(t *testing.T) {
 	}
 }
 
+// Options.OnCacheUnusable: "a CacheDir that cannot be used [is] no failure: the guest
+// is compiled in memory and OnCacheUnusable is called once, from the compile, with the
+// error (matching ErrCache)", and CacheDir is looked at "by the guest's compile only: in
+// Open, or with LazySandbox at the first JIT tool call". Open on a cache directory
+// under a regular file succeeds, reporting once at Open, or with LazySandbox not at
+// all, and a System that compiles nothing never reports.
+func TestOpenReportsAnUnusableCacheOnceAndCompilesInMemory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, lazy := range []bool{false, true} {
+		var reports []error
+		sys, err := libos.Open(context.Background(), t.TempDir(), libos.Options{CacheDir: filepath.Join(file, "cache"), LazySandbox: lazy,
+			OnCacheUnusable: func(err error) { reports = append(reports, err) }})
+		if err != nil {
+			t.Fatalf("lazy %v: Open = %v, want the guest compiled in memory", lazy, err)
+		}
+		sys.Close()
+		if want := map[bool]int{false: 1, true: 0}[lazy]; len(reports) != want {
+			t.Fatalf("lazy %v: %d reports, want %d: %v", lazy, len(reports), want, reports)
+		}
+		if !lazy && !errors.Is(reports[0], libos.ErrCache) {
+			t.Errorf("reported %v, want an error matching ErrCache", reports[0])
+		}
+	}
+}
+
 // WarmCache "compiles the sandbox guest into the compilation cache in dir, and keeps
 // there the snapshot of the state every call starts from": after it, the directory holds
 // the compiled guest and the snapshot, and a System opened on it works.

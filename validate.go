@@ -27,6 +27,10 @@ type ValidatorOptions struct {
 	// CacheDir is as in Options: where the compiled sandbox guest is kept between
 	// programs; empty compiles in memory.
 	CacheDir string
+	// OnCacheUnusable is as in Options: when set, a CacheDir that cannot be used is
+	// reported to it once and the guest is compiled in memory, rather than failing
+	// NewValidator.
+	OnCacheUnusable func(error)
 	// Clock gives Report.ValidatedAt. Nil means a fixed instant (tools.ValidationTime),
 	// so that the same candidate gives the same report byte for byte on every run.
 	Clock func() time.Time
@@ -53,7 +57,7 @@ type Validator struct {
 
 // NewValidator starts the sandbox for validations.
 func NewValidator(ctx context.Context, opts ValidatorOptions) (*Validator, error) {
-	sb, err := newSandbox(ctx, wasm.Config{CacheDir: opts.CacheDir, PoolSize: opts.PoolSize})
+	sb, err := newSandbox(ctx, wasm.Config{CacheDir: opts.CacheDir, OnCacheUnusable: opts.OnCacheUnusable, PoolSize: opts.PoolSize})
 	if err != nil {
 		return nil, err
 	}

@@ -17,4 +17,5 @@ const (
 	CodeBudgetExceeded  Code = "budget_exceeded"
 	CodeApprovalDenied  Code = "approval_denied"
 	CodeApprovalTimeout Code = "approval_timeout"
+	CodeCacheUnusable   Code = "cache_unusable"
 )

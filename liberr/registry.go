@@ -38,7 +38,7 @@ var registry = []registered{
 	{"auth_unavailable", "mcpserver", "The keys of the configured OAuth issuer could not be fetched, so no access token can be checked now (HTTP 503)."},
 	{"batch_too_large", "cluster", "In the replicated mode, a write batch is larger than one message of the stream holds; it was refused before anything was acknowledged."},
 	{"budget_exceeded", "engine syscalls", "A durable budget of the process is spent: its tool-call budget or a syscall budget."},
-	{"cache_unusable", ".", "The compilation cache directory given to libos.Open, libos.NewValidator or libos.WarmCache cannot be created or written; open again without one to compile in memory."},
+	{"cache_unusable", ". wasm", "The compilation cache directory (libos.Options.CacheDir, wasm.Config.CacheDir, libos.WarmCache) cannot be created or written when the sandbox guest is compiled: in libos.Open, libos.NewValidator, libos.WarmCache or wasm.NewEngine, or with a lazy sandbox at its first call. With an OnCacheUnusable callback the guest is compiled in memory instead and the callback is given this error once; without one the compile fails with it."},
 	{"call_not_found", "tools", "The process has no tool call with that ID."},
 	{"call_unsettled", "tools", "The call has no settlement (it is open, or it was settled as unknown after a crash): there is no result to expect."},
 	{"canceled", "agent engine store wasm", "The caller's context was done (cancelled, or its deadline passed) before the work finished."},

@@ -24,7 +24,10 @@
 // guest wrote it, the console lines and stats, or an *Error with a stable code. Nothing
 // of a call is persisted here (recording what ran is the caller's job); with a cache
 // directory, besides wazero's compiled guest, the Engine keeps there the snapshot of the
-// prepared state for the next process, keyed and checksummed (snapfile.go).
+// prepared state for the next process, keyed and checksummed (snapfile.go). The cache
+// directory is touched only from the compile of the guest on: a lazy Engine that runs
+// no call neither creates nor probes nor opens it, and one that finds it unusable
+// compiles in memory when its caller asked to be told (Config.OnCacheUnusable).
 //
 // The host survives every guest failure: a trap, a hard memory cap, a panic in a host
 // function or in the Syscaller end only that call (and discard its instance); the next

@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/wasm/internal/fuel"
 	"github.com/agentlibos/libos/wasm/internal/linmem"
 	"github.com/agentlibos/libos/wasm/internal/seed"
@@ -45,9 +46,18 @@ type Config struct {
 	// CacheDir, when not empty, holds wazero's on-disk compilation cache, so that a new
 	// process compiles the guest in milliseconds instead of a third of a second, and the
 	// snapshot of the guest's prepared state (snapfile.go), so that it does not build that
-	// state again. The directory is created if missing. Empty means compile in memory
-	// every time.
+	// state again. The compile of the guest (in NewEngine, or with Lazy at the first
+	// call) creates the directory if missing, proves a file can be written in it
+	// (CheckCacheDir) and opens the cache; before it, the directory is not touched. A
+	// directory that cannot be used is an error of code cache_unusable: the compile's,
+	// or with OnCacheUnusable, the callback's. Empty means compile in memory every time.
 	CacheDir string
+	// OnCacheUnusable, when set, makes an unusable CacheDir no failure: the guest is
+	// compiled in memory, nothing is kept on disk, and OnCacheUnusable is called once,
+	// on the goroutine of the compile, with the error (code cache_unusable) that would
+	// otherwise have failed it. Nil makes that error the compile's: NewEngine's, or with
+	// Lazy every call's.
+	OnCacheUnusable func(error)
 	// MaxMemory is the hard cap, in bytes, of every instance's linear memory, enforced by
 	// wazero's page limit: the guest cannot grow past it whatever it does. Rounded down to
 	// whole 64 KiB pages. 0 means DefaultMaxMemory (64 MiB); it must be at least 8 MiB and
@@ -71,16 +81,19 @@ type Config struct {
 }
 
 // Engine runs JavaScript programs in the QuickJS guest. The guest is compiled once, when
-// the Engine is made (with Config.Lazy, when the first instance is); instances are pooled and reused, and each call gets a JavaScript
+// the Engine is made (with Config.Lazy, when the first instance is); instances are
+// pooled and reused, and each call gets a JavaScript
 // runtime and context that no earlier call touched: the instance's memory is restored
 // to the snapshot taken once the prelude was installed. An Engine is safe for
 // concurrent use.
 type Engine struct {
+	// rt, compiled and cache are made by start: in NewEngine, or with Config.Lazy at the
+	// first use (ready); until then they are nil.
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	cache    wazero.CompilationCache
 
-	// What compile needs: the guest, the cache directory, the runtime configuration
+	// What start needs: the guest, the cache directory, the runtime configuration
 	// without the cache (for replaceCacheEntry) and whether the embedded seed applies.
 	// compileOnce and compileErr make a lazy engine's compile happen once.
 	guest       []byte
@@ -89,6 +102,11 @@ type Engine struct {
 	seeded      bool
 	compileOnce sync.Once
 	compileErr  error
+	// onCacheUnusable is Config.OnCacheUnusable. cacheErr is the error of the cache
+	// directory that start found unusable and compiled in memory without; Prestart's
+	// taker is given it (prestart.go).
+	onCacheUnusable func(error)
+	cacheErr        error
 
 	// guestSHA is the hex sha256 of the guest, part of the key of every compiled program.
 	guestSHA string
@@ -128,8 +146,8 @@ type Engine struct {
 	prestarted bool
 }
 
-// NewEngine compiles the guest and prepares the host imports. It does not instantiate
-// anything yet: the first Run does.
+// NewEngine compiles the guest (with Config.Lazy, the first call does) and prepares the
+// host imports. It does not instantiate anything yet: the first Run does.
 func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	maxMem := cfg.MaxMemory
 	if maxMem == 0 {
@@ -159,45 +177,79 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	// is closed after its call rather than kept, so one big call does not pin memory in
 	// every pooled instance.
 	e.discardAbove = uint32(e.maxMemory / 4)
-	plain := rc // the configuration without the cache, for replaceCacheEntry
 	guest, guestSHA := guestWasm, guestDigest(guestWasm, builtGuest)
 	if cfg.guest != nil {
 		sum := sha256.Sum256(cfg.guest)
 		guest, guestSHA = cfg.guest, hex.EncodeToString(sum[:])
 	}
-	e.guest, e.cacheDir, e.plain = guest, cfg.CacheDir, plain
+	e.guest, e.guestSHA, e.cacheDir, e.plain = guest, guestSHA, cfg.CacheDir, rc
+	e.onCacheUnusable = cfg.OnCacheUnusable
 	if cfg.CacheDir != "" {
 		e.seeded = cfg.guest == nil && guestSHA == builtGuest.SHA256
-		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("wasm: compilation cache %q: %w", cfg.CacheDir, err)
-		}
-		e.cache = cache
-		rc = rc.WithCompilationCache(cache)
-	}
-	e.rt = wazero.NewRuntimeWithConfig(ctx, rc)
-	fail := func(err error) (*Engine, error) {
-		e.rt.Close(ctx)
-		if e.cache != nil {
-			e.cache.Close(ctx)
-		}
-		return nil, err
-	}
-	if err := instantiateHost(ctx, e.rt); err != nil {
-		return fail(fmt.Errorf("wasm: host module: %w", err))
-	}
-	e.guestSHA = guestSHA
-	if !cfg.Lazy {
-		if err := e.compile(ctx); err != nil {
-			return fail(err)
-		}
-	}
-	if cfg.CacheDir != "" {
 		if k, ok := guestKey(e.guestSHA, e.maxMemory); ok {
 			e.snapDir, e.snapKey = cfg.CacheDir, k
 		}
 	}
+	if !cfg.Lazy {
+		if err := e.start(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
+}
+
+// start makes what running the guest needs: it opens the compilation cache (openCache),
+// makes the runtime with the host module and compiles the guest. A cache directory
+// that cannot be used fails it, unless the engine has an onCacheUnusable to report it
+// to: then the engine forgets the directory (no cache, no snapshot file, no seed) and
+// compiles in memory. On failure nothing is left open.
+func (e *Engine) start(ctx context.Context) error {
+	rc := e.plain
+	if e.cacheDir != "" {
+		cache, err := openCache(e.cacheDir)
+		switch {
+		case err == nil:
+			e.cache = cache
+			rc = rc.WithCompilationCache(cache)
+		case e.onCacheUnusable == nil:
+			return err
+		default:
+			e.cacheErr = err
+			e.cacheDir, e.snapDir, e.seeded = "", "", false
+			e.onCacheUnusable(err)
+		}
+	}
+	e.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	err := instantiateHost(ctx, e.rt)
+	if err != nil {
+		err = fmt.Errorf("wasm: host module: %w", err)
+	} else {
+		err = e.compile(ctx)
+	}
+	if err != nil {
+		e.rt.Close(ctx)
+		e.rt = nil
+		if e.cache != nil {
+			e.cache.Close(ctx)
+			e.cache = nil
+		}
+	}
+	return err
+}
+
+// openCache makes the cache directory dir if missing, proves a file can be written in
+// it (CheckCacheDir) and opens wazero's compilation cache there. Its error is of code
+// cache_unusable.
+func openCache(dir string) (wazero.CompilationCache, error) {
+	err := CheckCacheDir(dir)
+	var cache wazero.CompilationCache
+	if err == nil {
+		cache, err = wazero.NewCompilationCacheWithDir(dir)
+	}
+	if err != nil {
+		return nil, liberr.Wrap(Layer, liberr.CodeCacheUnusable, err, "the compilation cache directory %s is unusable: %v", dir, err)
+	}
+	return cache, nil
 }
 
 // compile compiles the guest into e.compiled, through the compilation cache when there
@@ -234,14 +286,13 @@ func (e *Engine) compile(ctx context.Context) error {
 	return nil
 }
 
-// ready compiles the guest of a lazy engine (Config.Lazy) on its first use; every use
-// after a failed compile gets the same error. An engine compiled in NewEngine is
-// ready. The compile is not cancelled with the call that happens to start it: the
-// others wait for it too.
+// ready starts a lazy engine (Config.Lazy) on its first use; every use after a failed
+// start gets the same error. An engine compiled in NewEngine is ready. The compile is
+// not cancelled with the call that happens to start it: the others wait for it too.
 func (e *Engine) ready(ctx context.Context) error {
 	e.compileOnce.Do(func() {
 		if e.compiled == nil {
-			e.compileErr = e.compile(context.WithoutCancel(ctx))
+			e.compileErr = e.start(context.WithoutCancel(ctx))
 		}
 	})
 	return e.compileErr
@@ -348,7 +399,10 @@ func (e *Engine) Close(ctx context.Context) error {
 		in.close(ctx)
 	}
 	e.inflight.Wait()
-	err := e.rt.Close(ctx)
+	var err error
+	if e.rt != nil { // nil for a lazy engine that never started
+		err = e.rt.Close(ctx)
+	}
 	if e.cache != nil {
 		if cerr := e.cache.Close(ctx); err == nil {
 			err = cerr

@@ -36,6 +36,9 @@ const (
 	CodeNumberInexact = "number_inexact"
 	// CodeTrap: the instance trapped; it was discarded and the engine stays usable.
 	CodeTrap = "trap"
+	// CodeCacheUnusable: Config.CacheDir cannot be created or written (CheckCacheDir);
+	// the error of the compile, or what Config.OnCacheUnusable is given.
+	CodeCacheUnusable = string(liberr.CodeCacheUnusable)
 )
 
 // Values of Error.Limit when Code is CodeLimitExceeded.

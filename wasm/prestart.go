@@ -20,9 +20,16 @@ import (
 // it takes that engine instead of making one, waiting for it if need be. When it does
 // not match, or the prestarted engine failed to start, it makes its own engine, as
 // without Prestart, and reports whatever error that meets; the prestarted engine is
-// closed. An engine nobody takes lives until the process ends. A cache directory that
-// CheckCacheDir refuses is not prestarted. Prestart works once per process; later
-// calls do nothing.
+// closed. An engine nobody takes lives until the process ends. Prestart works once per
+// process; later calls do nothing.
+//
+// The prestarted engine's compile is the one that looks at the cache directory, so a
+// program that takes it probes the directory once. When the directory is unusable, the
+// prestarted engine compiles in memory and the report belongs to its taker: a
+// NewEngine with Config.OnCacheUnusable takes the engine and its OnCacheUnusable is
+// called once with the error; one without it does not take the engine (it wants the
+// error as its own) and makes its own, as without Prestart. cfg's own OnCacheUnusable
+// is never called: the taker's is.
 func Prestart(cfg Config, prepare bool) { pre.start(cfg, prepare) }
 
 // pre is the process's Prestart, which NewEngine looks at.
@@ -49,11 +56,11 @@ func (p *prestarter) start(cfg Config, prepare bool) {
 	p.cfg, p.done = cfg, done
 	go func() {
 		defer close(done)
-		if cfg.CacheDir != "" && CheckCacheDir(cfg.CacheDir) != nil {
-			return
-		}
 		ctx := context.Background()
 		cfg.prestarting = true
+		// An unusable cache directory is reported to the taker (take), from the error
+		// the engine keeps.
+		cfg.OnCacheUnusable = func(error) {}
 		e, err := NewEngine(ctx, cfg)
 		if err != nil {
 			return
@@ -69,8 +76,10 @@ func (p *prestarter) start(cfg Config, prepare bool) {
 }
 
 // take is NewEngine's look at what Prestart made: the engine, with the caller's pool
-// size, when it serves cfg and started; else nil, and the caller makes its own (a
-// prestarted engine that does not serve it is closed once ready).
+// size and OnCacheUnusable, when it serves cfg and started; else nil, and the caller
+// makes its own (a prestarted engine that does not serve it is closed once ready). An
+// engine that compiled in memory for want of a usable cache directory serves only a
+// caller with OnCacheUnusable, which is given the error here.
 func (p *prestarter) take(cfg Config) *Engine {
 	p.mu.Lock()
 	if p.done == nil || p.claimed {
@@ -90,11 +99,21 @@ func (p *prestarter) take(cfg Config) *Engine {
 		return nil
 	}
 	<-done
-	if p.e != nil {
-		p.e.setPoolSize(cfg.PoolSize)
-		p.e.prestarted = true
+	e := p.e
+	if e == nil {
+		return nil
 	}
-	return p.e
+	if e.cacheErr != nil && cfg.OnCacheUnusable == nil {
+		e.Close(context.Background())
+		return nil
+	}
+	e.onCacheUnusable = cfg.OnCacheUnusable
+	e.setPoolSize(cfg.PoolSize)
+	e.prestarted = true
+	if e.cacheErr != nil {
+		cfg.OnCacheUnusable(e.cacheErr)
+	}
+	return e
 }
 
 // Prestarted reports whether NewEngine took e from Prestart rather than making it.
@@ -137,8 +156,9 @@ func DefaultCacheDir() (string, error) {
 }
 
 // CheckCacheDir makes dir if missing and proves a file can be written in it: wazero
-// writes the cache after compiling, and a cache it cannot write would cost every run a
-// full compile without a word.
+// writes the cache after compiling, and fails the compile when it cannot (a directory
+// that could be read but not written would fail every compile the cache lacks). The
+// compile of an engine with a cache directory calls it (Config.CacheDir).
 func CheckCacheDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/agentlibos/libos/liberr"
 )
 
 // closedEngine reports whether e was closed.
@@ -85,11 +87,14 @@ func TestNewEngineWithAnotherConfigClosesThePrestartedEngine(t *testing.T) {
 	}
 }
 
-// "A cache directory that CheckCacheDir refuses is not prestarted", and the NewEngine
-// that would have taken it "reports whatever error that meets, as without Prestart":
-// a cache directory under a regular file starts nothing, and NewEngine fails on it as
-// it does without Prestart.
-func TestAFailedPrestartLeavesNewEngineItsOwnError(t *testing.T) {
+// Prestart: "When the directory is unusable, the prestarted engine compiles in memory
+// and the report belongs to its taker: a NewEngine with Config.OnCacheUnusable takes
+// the engine and its OnCacheUnusable is called once with the error; one without it does
+// not take the engine ... and makes its own, as without Prestart." On a cache directory
+// under a regular file, a NewEngine without OnCacheUnusable fails as it does without
+// Prestart; one with it gets the prestarted engine, one report of code cache_unusable,
+// and runs calls.
+func TestAPrestartOnAnUnusableCacheDirIsReportedToItsTaker(t *testing.T) {
 	saved := pre
 	t.Cleanup(func() { pre = saved })
 	file := filepath.Join(t.TempDir(), "file")
@@ -103,13 +108,21 @@ func TestAFailedPrestartLeavesNewEngineItsOwnError(t *testing.T) {
 	}
 	pre = new(prestarter)
 	Prestart(Config{CacheDir: bad}, true)
-	<-pre.done
-	if pre.e != nil {
-		t.Fatal("Prestart started an engine on a cache directory CheckCacheDir refuses")
-	}
 	_, err := NewEngine(context.Background(), Config{CacheDir: bad})
 	if err == nil || err.Error() != want.Error() {
-		t.Errorf("NewEngine after a failed prestart: %v, want %v", err, want)
+		t.Errorf("NewEngine without OnCacheUnusable after a prestart: %v, want %v", err, want)
+	}
+
+	pre = new(prestarter)
+	Prestart(Config{CacheDir: bad, OnCacheUnusable: func(error) { t.Error("the OnCacheUnusable given to Prestart was called") }}, true)
+	var r reports
+	e := newHostTestEngine(t, Config{CacheDir: bad, OnCacheUnusable: r.report})
+	if !e.Prestarted() {
+		t.Fatal("NewEngine with OnCacheUnusable did not take the engine prestarted on an unusable cache")
+	}
+	checkHealthy(t, e)
+	if errs := r.get(); len(errs) != 1 || liberr.CodeOf(errs[0]) != liberr.CodeCacheUnusable {
+		t.Errorf("the taker's reports: %v, want one of code cache_unusable", errs)
 	}
 }
 

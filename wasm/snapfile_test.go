@@ -255,7 +255,7 @@ func TestSnapshotPathsDifferByKey(t *testing.T) {
 	}
 }
 
-// A command must not fail for want of a cache (cmd/libos, retryWithoutCache), and wazero
+// A command must not fail for want of a cache (cmd/libos, OnCacheUnusable), and wazero
 // fails the compile on an entry it cannot read instead of compiling: NewEngine replaces
 // such an entry with a fresh compile (engine.go, replaceCacheEntry), so that this Engine
 // and every later one start.

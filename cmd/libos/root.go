@@ -170,7 +170,9 @@ func newCacheCmd(e *env) *cobra.Command {
 		Short: "Manage the compilation cache of the sandbox guest",
 		Long: `The sandbox guest (QuickJS in WebAssembly) is compiled to machine code once and kept in
 the compilation cache (--cache-dir, default libos/wazero in the user's cache directory),
-so that later commands start without compiling it.`,
+so that later commands start without compiling it. Only a command that compiles the guest
+looks at the directory; when it cannot be created or written, the command warns once and
+compiles in memory. Commands that run no tool (ps, events, candidates, ...) never touch it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}

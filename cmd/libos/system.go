@@ -77,16 +77,12 @@ func (e *env) cacheDirectory() string {
 	return dir
 }
 
-// retryWithoutCache runs open with the compilation cache, and once more without it
-// when the cache directory is unusable: a command must not fail for want of a cache.
-func retryWithoutCache[T any](e *env, open func(cacheDir string) (T, error)) (T, error) {
-	dir := e.cacheDirectory()
-	v, err := open(dir)
-	if errors.Is(err, los.ErrCache) {
-		e.log.Warn("the compilation cache is unusable; compiling in memory", "dir", dir, "err", err)
-		v, err = open("")
-	}
-	return v, err
+// cacheUnusable is the OnCacheUnusable of every sandbox a command starts (a System's,
+// the validator's, replay's): a command must not fail for want of a cache, so the
+// sandbox compiles in memory and this says so. The sandbox calls it from its compile,
+// once, so a command that compiles nothing (ps, events, ...) never says it.
+func (e *env) cacheUnusable(err error) {
+	e.log.Warn("the compilation cache is unusable; compiling in memory", "err", err)
 }
 
 // prestartedSandbox is the debug line of a command whose sandbox package prestart
@@ -96,14 +92,7 @@ const prestartedSandbox = "the sandbox was started while the program initialised
 // newSandbox starts a sandbox of its own, with the compilation cache, for the commands
 // that replay journaled calls against a store without a kernel (tape.go).
 func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
-	sb, err := retryWithoutCache(e, func(cacheDir string) (*wasm.Engine, error) {
-		if cacheDir != "" {
-			if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-				return nil, fmt.Errorf("%w: %v", los.ErrCache, err)
-			}
-		}
-		return wasm.NewEngine(ctx, wasm.Config{CacheDir: cacheDir})
-	})
+	sb, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: e.cacheDirectory(), OnCacheUnusable: e.cacheUnusable})
 	if err != nil {
 		return nil, usageErr("cannot start the sandbox: %v", err)
 	}
@@ -122,12 +111,12 @@ func newSandbox(ctx context.Context, e *env) (*wasm.Engine, error) {
 // leaves it byte for byte as it was; a missing dir is an empty store and is not
 // created. Only readWrite compiles the sandbox's guest at once.
 func openSystem(ctx context.Context, dir string, e *env, mode access) (*system, error) {
-	ls, err := retryWithoutCache(e, func(cacheDir string) (*los.System, error) {
-		// Only readWrite runs tools; otherwise the sandbox's guest is compiled (read
-		// from the cache) only if a call does need it after all.
-		return los.Open(ctx, dir, los.Options{CacheDir: cacheDir, SkipJITRestore: mode == readOnly, LazySandbox: mode != readWrite,
-			ReadOnly: mode == readOnly || mode == readTools, Cluster: e.cluster})
-	})
+	// Only readWrite runs tools; otherwise the sandbox's guest is compiled (read from
+	// the cache) only if a call does need it after all, and the cache directory is not
+	// touched before.
+	ls, err := los.Open(ctx, dir, los.Options{CacheDir: e.cacheDirectory(), OnCacheUnusable: e.cacheUnusable,
+		SkipJITRestore: mode == readOnly, LazySandbox: mode != readWrite,
+		ReadOnly: mode == readOnly || mode == readTools, Cluster: e.cluster})
 	if err != nil {
 		if errors.Is(err, los.ErrStoreInUse) {
 			return nil, usageErr("the store %s is in use by another libos (a running 'libos serve'?): stop it, or pass --data DIR for another store", dir)

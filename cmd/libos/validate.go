@@ -228,10 +228,8 @@ func validate(ctx context.Context, e *env, f validateFlags, args []string) error
 		started := make(chan struct{})
 		go func() {
 			defer close(started)
-			v, err = retryWithoutCache(e, func(cacheDir string) (*los.Validator, error) {
-				opts.CacheDir = cacheDir
-				return los.NewValidator(ctx, opts)
-			})
+			opts.CacheDir, opts.OnCacheUnusable = e.cacheDirectory(), e.cacheUnusable
+			v, err = los.NewValidator(ctx, opts)
 		}()
 		precheck(raws, started)
 		<-started
