@@ -3,8 +3,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,20 +58,7 @@ func readOnlyCache(t *testing.T, dir string, args ...string) result {
 	if out, err := exec.Command("unshare", "-m", "true").CombinedOutput(); err != nil {
 		t.Skipf("no mount namespace here: %v %s", err, out)
 	}
-	script := `d=$1; shift; mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" && exec "$@"`
-	cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh", dir, libosBin}, args...)...)
-	cmd.Env = testEnv(t)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return libosOverReadOnly(t, dir, args...)
 }
 
 // "A lazy engine creates, probes and opens wazero's compilation cache only at its

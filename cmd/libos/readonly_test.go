@@ -158,21 +158,7 @@ func TestReadOnlyCommandsOnAReadOnlyStore(t *testing.T) {
 		if os.Geteuid() != 0 {
 			return libos(t, "", args...)
 		}
-		// The mount lives in the namespace of the command and dies with it.
-		script := `d=$1; shift; mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" && exec "$@"`
-		cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh", data, libosBin}, args...)...)
-		cmd.Env = testEnv(t)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		r := result{stdout: out.String(), stderr: errb.String()}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			r.code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return libosOverReadOnly(t, data, args...)
 	}
 	if os.Geteuid() == 0 {
 		if out, err := exec.Command("unshare", "-m", "true").CombinedOutput(); err != nil {
@@ -287,4 +273,25 @@ func TestReadOnlyCommandsAfterAWriterCrashed(t *testing.T) {
 	if after := storeState(t, data); !reflect.DeepEqual(before, after) {
 		t.Fatalf("a read-only command changed the crashed store:\nbefore %q\nafter  %q", before, after)
 	}
+}
+
+// libosOverReadOnly runs the binary with args in a mount namespace of its own where dir is
+// a read-only bind mount of itself, so that even root cannot write there. The mount lives
+// in the namespace of the command and dies with it.
+func libosOverReadOnly(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	script := `d=$1; shift; mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" && exec "$@"`
+	cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh", dir, libosBin}, args...)...)
+	cmd.Env = testEnv(t)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
