@@ -219,8 +219,9 @@ func checkMessage(raw []byte) (*message, *rejection) {
 			}
 		}
 		// A missing name is left to the adapter, which may fall back on a legacy
-		// action argument; a name that is there must be a string.
-		if n, ok := params["name"]; ok {
+		// action argument; so is a null one, which the adapter reads as missing (as
+		// in every other frame it accepts). A name of any other type must be a string.
+		if n, ok := params["name"]; ok && n != nil {
 			if _, ok := n.(string); !ok {
 				return nil, reject(id, jsonrpc.CodeInvalidParams, "params.name of tools/call must be a string, got %s", jsonexact.KindOf(n))
 			}
