@@ -113,6 +113,19 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 			_, _ = w.Write(out)
 			return
 		}
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && m.method != "" && m.id != "" && m.version == "" {
+			// A request reusing the id of one still in flight in its session is refused
+			// here, recorded like every refused frame; the SDK would refuse it unrecorded.
+			release, ok := s.holdID(sid, m.id)
+			if !ok {
+				id, _ := json.Marshal(m.msg.(*jsonrpc.Request).ID.Raw())
+				out := s.refuse(r.Context(), body, reject(id, jsonrpc.CodeInvalidRequest, "request id %s is in flight: an id is used again only once its request is answered", id))
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(out)
+				return
+			}
+			defer release()
+		}
 		if m.method != "subscriptions/listen" {
 			s.posts.Add(1)
 			defer s.posts.Done()
@@ -239,6 +252,26 @@ func (c *callSlot) bind(ctx context.Context) (context.Context, context.CancelFun
 
 // track records a stateless call in flight under its id and returns its slot's
 // token; forget removes it.
+// holdID marks request id as in flight in session sid until release is called, or
+// reports false when it already is.
+func (s *Server) holdID(sid, id string) (release func(), ok bool) {
+	k := sid + "\x00" + id
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
+	if _, held := s.sessionIDs[k]; held {
+		return nil, false
+	}
+	if s.sessionIDs == nil {
+		s.sessionIDs = map[string]struct{}{}
+	}
+	s.sessionIDs[k] = struct{}{}
+	return func() {
+		s.callMu.Lock()
+		defer s.callMu.Unlock()
+		delete(s.sessionIDs, k)
+	}, true
+}
+
 func (s *Server) track(id string) (tok string, forget func()) {
 	tok = randid.New("")
 	slot := &callSlot{}

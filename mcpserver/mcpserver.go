@@ -34,6 +34,9 @@ type Server struct {
 	callMu   sync.Mutex
 	inflight map[string][]*callSlot
 	slots    map[string]*callSlot
+	// sessionIDs are the ids of the requests in flight in each HTTP session, as
+	// session id + NUL + request id (http.go's holdID).
+	sessionIDs map[string]struct{}
 
 	// resMu guards what syncResources last served (resources.go).
 	resMu     sync.Mutex

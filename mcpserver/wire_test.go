@@ -417,6 +417,62 @@ func TestStdioInFlightIDRefused(t *testing.T) {
 	}
 }
 
+// TestHTTPInFlightIDRefused is TestStdioInFlightIDRefused over streamable HTTP: a
+// request of a session that reuses the id of one still in flight there is refused with
+// -32600 and recorded as protocol_rejected (the SDK refused it unrecorded), never run; the
+// same id in another session is free, and the id is free again once answered.
+func TestHTTPInFlightIDRefused(t *testing.T) {
+	ctx := context.Background()
+	sys, pid, url := servedImage(t, guardedImage(t))
+	sid := session(t, url)
+	first := make(chan wireMsg, 1)
+	go func() {
+		resp, body := post(t, url, sid, "2025-11-25", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"first":true}}}`)
+		first <- answerOf(t, resp, body)
+	}()
+	var approval engine.Approval
+	for approval.ID == "" {
+		as, err := sys.Approvals(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(as) == 1 {
+			approval = as[0]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resp, body := post(t, url, sid, "2025-11-25", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"second":true}}}`)
+	if m := answerOf(t, resp, body); string(m.ID) != "5" || m.Error == nil || m.Error.Code != -32600 || m.dataCode() != "protocol_frame" {
+		t.Fatalf("id 5 again while in flight: %s %s %+v, want invalid request (protocol_frame)", m.ID, m.Result, m.Error)
+	}
+	other := session(t, url)
+	resp, body = post(t, url, other, "2025-11-25", `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+	if m := answerOf(t, resp, body); m.Error != nil {
+		t.Fatalf("id 5 in another session: %+v", m.Error)
+	}
+	if err := sys.Approve(ctx, approval.ID); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-first; string(m.ID) != "5" || m.Error != nil || !strings.Contains(string(m.Result), `\"first\":true`) {
+		t.Fatalf("the approved call: %s %s %+v", m.ID, m.Result, m.Error)
+	}
+	resp, body = post(t, url, sid, "2025-11-25", `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+	if m := answerOf(t, resp, body); m.Error != nil {
+		t.Fatalf("a ping with id 5 once its call is answered: %+v", m.Error)
+	}
+	evs, err := sys.Events(pid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, e := range evs {
+		counts[e.Type]++
+	}
+	if counts[engine.EventProtocolRejected] != 1 || counts[engine.EventToolCalled] != 1 {
+		t.Fatalf("events %v, want 1 protocol_rejected and 1 tool_called", counts)
+	}
+}
+
 // TestInitializeParamsOfTheWrongType: the params of initialize have the types MCP gives
 // them, down to the members of clientInfo and capabilities; one of another type is
 // invalid params (-32602) on every transport, never code 0 or an internal error, and the
