@@ -1,0 +1,174 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentlibos/libos/store"
+)
+
+// publishRaw publishes m on member i's server as any client of the subjects could,
+// without the node, and returns the message's stream sequence.
+func publishRaw(t *testing.T, c *tcluster, i int, m *nats.Msg) uint64 {
+	t.Helper()
+	nc, err := nats.Connect(c.ms[i].srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := nc.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := js.PublishMsg(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+func rawMsg(subject string, hdr map[string]string, data []byte) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = data
+	for k, v := range hdr {
+		m.Header.Set(k, v)
+	}
+	return m
+}
+
+// CLUSTER.md: "hosts of a cluster trust each other's batches (they are checked for
+// shape and chain position, not re-executed)". A message on the process subjects that
+// is not a batch of the process its subject names (no or garbled headers, another
+// process's identity, a chain position that is not its subject's, an encoding the
+// store cannot read, a fencing token older than one already applied, or from the
+// future of the lease bucket) is refused with invalid_batch: nothing of it is applied,
+// the applier neither stops nor stalls on it, the process's owner keeps writing, and
+// no fencing token of it fences anyone out.
+func TestMalformedMessagesAreRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server")
+	}
+	ctx := context.Background()
+	var logs logSink
+	c := newTCluster(t, 1, Config{Replicas: 1, LeaseTTL: 2 * time.Second, Serve: func(string) bool { return false }, Logf: logs.logf})
+	m := c.ms[0]
+	const pid = "pid_target"
+	for i := 0; i < 2; i++ {
+		if _, err := m.st.Append(ctx, pid, "note", json.RawMessage(`{"i":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.node.mu.Lock()
+	epoch := m.node.held[pid].epoch
+	m.node.mu.Unlock()
+	subj := m.node.Subject(pid)
+	before, err := m.st.Events(pid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := m.st.Position(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := func(p string, e uint64, prev uint64) map[string]string {
+		return map[string]string{HeaderPID: p, HeaderPrev: strconv.FormatUint(prev, 10),
+			HeaderEpoch: strconv.FormatUint(e, 10), HeaderHost: "intruder"}
+	}
+	huge := uint64(1) << 62
+	cases := []struct {
+		name    string
+		subject string
+		hdr     func(prev uint64) map[string]string
+		data    []byte
+	}{
+		{"no headers", subj, func(uint64) map[string]string { return nil }, []byte("garbage")},
+		{"no epoch", subj, func(prev uint64) map[string]string {
+			return map[string]string{HeaderPID: pid, HeaderPrev: strconv.FormatUint(prev, 10), HeaderHost: "m0"}
+		}, store.EmptyBatch()},
+		{"another process's identity", m.node.Subject("pid_other"), func(prev uint64) map[string]string { return good(pid, huge, prev) }, store.EmptyBatch()},
+		{"a chain position that is not the subject's", subj, func(prev uint64) map[string]string { return good(pid, epoch, prev+100) }, store.EmptyBatch()},
+		{"an encoding the store cannot read", subj, func(prev uint64) map[string]string { return good(pid, epoch, prev) }, append(store.EmptyBatch(), 1, 200)},
+		{"a fencing token from the future", subj, func(prev uint64) map[string]string { return good(pid, huge, prev) }, store.EmptyBatch()},
+		{"a stale fencing token", subj, func(prev uint64) map[string]string { return good(pid, epoch-1, prev) }, store.EmptyBatch()},
+		{"no process's subject", DefaultSubject + ".a.b", func(prev uint64) map[string]string { return good(pid, epoch, prev) }, store.EmptyBatch()},
+	}
+	for _, tc := range cases {
+		logs.reset()
+		seq := publishRaw(t, c, 0, rawMsg(tc.subject, tc.hdr(pos), tc.data))
+		if tc.subject == subj {
+			pos = seq
+		}
+		// The applier reports the message refused and goes past it.
+		if err := retryFor(10*time.Second, func(ctx context.Context) error {
+			if err := m.node.Err(); err != nil {
+				return err
+			}
+			if !logs.has(string(CodeInvalidBatch)) {
+				return errors.New("no invalid_batch reported")
+			}
+			if a, err := m.st.Applied(); err != nil || a < seq && tc.subject == subj {
+				return fmt.Errorf("applied %d, not yet %d (%v)", a, seq, err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("%s: the applier did not refuse message %d and go past it: %v; log: %v", tc.name, seq, err, logs.lines())
+		}
+		// The owner's next append goes through.
+		if _, err := m.st.Append(ctx, pid, "note", json.RawMessage(`{"after":`+strconv.Quote(tc.name)+`}`)); err != nil {
+			t.Fatalf("%s: the owner's append after the message: %v", tc.name, err)
+		}
+		pos, _ = m.st.Position(pid)
+	}
+	if err := m.st.Verify(pid); err != nil {
+		t.Fatal(err)
+	}
+	after, err := m.st.Events(pid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before)+len(cases) {
+		t.Fatalf("%d events after %d appends on %d: something of a refused message was applied", len(after), len(cases), len(before))
+	}
+}
+
+// logSink collects a node's log lines.
+type logSink struct {
+	mu sync.Mutex
+	ls []string
+}
+
+func (l *logSink) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ls = append(l.ls, fmt.Sprintf(format, args...))
+}
+
+func (l *logSink) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ls = nil
+}
+
+func (l *logSink) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.ls...)
+}
+
+func (l *logSink) has(sub string) bool {
+	for _, s := range l.lines() {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
