@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,4 +172,58 @@ func (l *logSink) has(sub string) bool {
 		}
 	}
 	return false
+}
+
+// CLUSTER.md: a lease is renewed "every quarter TTL" and expires only "when its host
+// stops renewing it". A host busy taking processes over (cfg.Serve deciding, a fence,
+// the kernel restoring a process) for longer than a lease lives goes on renewing the
+// leases it holds: the processes it serves are not lost to its own takeovers.
+func TestRenewalsOutlastSlowTakeovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server")
+	}
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var armed atomic.Bool
+	serve := func(string) bool {
+		if armed.Load() {
+			once.Do(func() { close(entered); <-release })
+		}
+		return false
+	}
+	c := newTCluster(t, 1, Config{Replicas: 1, LeaseTTL: ttl, Serve: serve})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	m := c.ms[0]
+	const pid = "pid_busy"
+	if err := m.st.Update(ctx, func(tx *store.Tx) error {
+		return tx.PutProcess(store.Process{PID: pid, State: "running"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.st.Append(ctx, pid, "note", json.RawMessage(`{"i":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !m.node.Holds(pid) {
+		t.Fatal("the host does not hold the lease of the process it created")
+	}
+	armed.Store(true) // the next Serve blocks until released
+	<-entered
+	// The takeover pass is stuck for twice the TTL: the lease must still be renewed.
+	time.Sleep(2 * ttl)
+	held := m.node.Holds(pid)
+	close(release)
+	if !held {
+		t.Fatal("the host lost the lease of its process while a takeover pass was busy")
+	}
+	if _, err := m.st.Append(ctx, pid, "note", json.RawMessage(`{"i":2}`)); err != nil {
+		t.Fatalf("the owner's append after the busy takeover pass: %v", err)
+	}
 }

@@ -246,9 +246,10 @@ func (n *Node) leaseKey(pid string) string {
 func (n *Node) Start(st *store.Store, h Host) {
 	n.st, n.host = st, h
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.consume()
-	go n.leases()
+	go n.renewals()
+	go n.takeovers()
 }
 
 // Err returns what stopped the node applying the stream, nil while it applies.
@@ -772,14 +773,26 @@ func (n *Node) waitApplied(ctx context.Context, pos uint64) error {
 	}
 }
 
-// leases renews this host's leases and takes over free processes, every quarter TTL.
-func (n *Node) leases() {
+// renewals renews this host's leases every quarter TTL. It runs on its own: a
+// takeover (a fence, the kernel restoring a process) or cfg.Serve may take longer
+// than a lease lives, and the leases held meanwhile must not lapse.
+func (n *Node) renewals() {
 	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.LeaseTTL / 4)
+	n.every(n.cfg.LeaseTTL/4, n.renew)
+}
+
+// takeovers takes over free processes every quarter TTL.
+func (n *Node) takeovers() {
+	defer n.wg.Done()
+	n.every(n.cfg.LeaseTTL/4, n.adoptFree)
+}
+
+// every runs fn now and then every d until the node stops.
+func (n *Node) every(d time.Duration, fn func()) {
+	tick := time.NewTicker(d)
 	defer tick.Stop()
 	for {
-		n.renew()
-		n.adoptFree()
+		fn()
 		select {
 		case <-n.ctx.Done():
 			return
