@@ -227,3 +227,53 @@ func TestRenewalsOutlastSlowTakeovers(t *testing.T) {
 		t.Fatalf("the owner's append after the busy takeover pass: %v", err)
 	}
 }
+
+// errorTexts is the text of err and of every error it wraps.
+func errorTexts(err error) []string {
+	var out []string
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		out = append(out, e.Error(), fmt.Sprintf("%+v", e))
+	}
+	return out
+}
+
+// STYLE: a secret "must never reach logs, errors or events". A NATS URL, a route or a
+// leaf remote may carry credentials (user:password@, or a token@); an error about one
+// (a malformed URL, a failed connection) names it with its user information redacted,
+// in its message and in every cause it wraps.
+func TestURLCredentialsNeverInErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const secret = "s3cret-Pw0rd"
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: no error", what)
+		}
+		for _, s := range errorTexts(err) {
+			if strings.Contains(s, secret) {
+				t.Fatalf("%s: the error carries the secret: %s", what, s)
+			}
+		}
+		if !strings.Contains(err.Error(), redacted) {
+			t.Fatalf("%s: the error does not name the URL, redacted: %s", what, err)
+		}
+	}
+	for _, u := range []string{
+		"nats://alice:" + secret + "@127.0.0.1:notaport",
+		"nats://" + secret + "@127.0.0.1:notaport",
+		"nats://127.0.0.1:4222,nats://bob:" + secret + "@[::1:4222",
+	} {
+		_, err := Connect(ctx, Config{Host: "h", URL: u})
+		check("Connect "+RedactURL(u), err)
+		_, err = ReadPlacements(ctx, u, "")
+		check("ReadPlacements "+RedactURL(u), err)
+	}
+	dir := t.TempDir()
+	_, err := StartServer(ServerConfig{Dir: dir, Listen: "127.0.0.1:0", ClusterListen: "127.0.0.1:0",
+		Routes: []string{"nats-route://carol:" + secret + "@127.0.0.1:bad"}})
+	check("a route", err)
+	_, err = StartServer(ServerConfig{Dir: dir, Listen: "127.0.0.1:0",
+		LeafRemotes: []string{"nats-leaf://" + secret + "@[::1:7422"}})
+	check("a leaf remote", err)
+}

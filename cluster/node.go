@@ -151,7 +151,7 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 	nc, err := nats.Connect(cfg.URL, nats.Name("libos-"+cfg.Host), nats.MaxReconnects(-1),
 		nats.ReconnectWait(200*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
-		return nil, errorf(CodeReplicationFailed, err, "connect to %s: %v", cfg.URL, err)
+		return nil, errorf(CodeReplicationFailed, redactCause(err, cfg.URL), "connect to %s: %s", RedactURL(cfg.URL), redactText(err.Error(), cfg.URL))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -970,7 +970,7 @@ func ReadPlacements(ctx context.Context, url, stream string) ([]Placement, error
 	}
 	nc, err := nats.Connect(url, nats.Name("libos-ps"))
 	if err != nil {
-		return nil, errorf(CodeReplicationFailed, err, "connect to %s: %v", url, err)
+		return nil, errorf(CodeReplicationFailed, redactCause(err, url), "connect to %s: %s", RedactURL(url), redactText(err.Error(), url))
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
