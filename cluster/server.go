@@ -79,7 +79,7 @@ func urls(list []string, scheme, what string) ([]*url.URL, error) {
 		}
 		u, err := url.Parse(r)
 		if err != nil || u.Host == "" {
-			return nil, errorf(CodeInvalidConfig, err, "%s %q is not a URL", what, r)
+			return nil, errorf(CodeInvalidConfig, redactCause(err, r), "%s %q is not a URL", what, RedactURL(r))
 		}
 		out = append(out, u)
 	}

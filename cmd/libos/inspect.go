@@ -343,7 +343,7 @@ process: the holder of its lease in the cluster ("-" when no host holds it now).
 			if natsURL != "" {
 				ps, err := cluster.ReadPlacements(cmd.Context(), natsURL, "")
 				if err != nil {
-					return usageErr("--nats %s: %v", natsURL, err)
+					return usageErr("--nats %s: %v", cluster.RedactURL(natsURL), err)
 				}
 				for _, p := range ps {
 					where[p.PID] = p.Host

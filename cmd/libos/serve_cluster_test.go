@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"maps"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -30,5 +32,24 @@ func TestServeLabelsFlag(t *testing.T) {
 	}
 	if _, err := (clusterFlags{serveLabels: "team=billing"}).options(e); err == nil {
 		t.Error("--serve-labels without --cluster was accepted")
+	}
+}
+
+// STYLE: a secret "must never reach logs, errors or events". `libos ps --nats URL`
+// with credentials in the URL that cannot be used reports the URL with its user
+// information redacted.
+func TestPsNATSURLCredentialsRedacted(t *testing.T) {
+	const secret = "s3cret-Pw0rd"
+	data := filepath.Join(t.TempDir(), "store")
+	demoStore(t, data)
+	r := libos(t, "", "ps", "--data", data, "--nats", "nats://alice:"+secret+"@127.0.0.1:notaport")
+	if r.code == 0 {
+		t.Fatalf("ps with an unusable --nats URL succeeded: %s", r.stdout)
+	}
+	if strings.Contains(r.stdout+r.stderr, secret) {
+		t.Fatalf("ps printed the URL's password: %s", r.stderr)
+	}
+	if !strings.Contains(r.stderr, "redacted") {
+		t.Fatalf("ps does not name the URL, redacted: %s", r.stderr)
 	}
 }
