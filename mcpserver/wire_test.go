@@ -368,17 +368,7 @@ func TestStdioInFlightIDRefused(t *testing.T) {
 	c := overStdio(t, sys, pid)
 	c.initialize()
 	c.send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"first":true}}}`)
-	var approval engine.Approval
-	for approval.ID == "" {
-		as, err := sys.Approvals(pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(as) == 1 {
-			approval = as[0]
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	approval := pendingApproval(t, sys, pid)
 	// The session ends only once the call is answered: a failing test denies it.
 	t.Cleanup(func() { _ = sys.Deny(ctx, approval.ID, "the test ended") })
 	for _, again := range []string{
@@ -404,14 +394,7 @@ func TestStdioInFlightIDRefused(t *testing.T) {
 		t.Fatalf("a ping with id 5 once its call is answered: %+v", m.Error)
 	}
 	c.alive("the refusals")
-	evs, err := sys.Events(pid, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counts := map[string]int{}
-	for _, e := range evs {
-		counts[e.Type]++
-	}
+	counts := eventCounts(t, sys.Store(), pid)
 	if counts[engine.EventProtocolRejected] != 2 || counts[engine.EventToolCalled] != 1 {
 		t.Fatalf("events %v, want 2 protocol_rejected and 1 tool_called", counts)
 	}
@@ -430,17 +413,7 @@ func TestHTTPInFlightIDRefused(t *testing.T) {
 		resp, body := post(t, url, sid, "2025-11-25", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"first":true}}}`)
 		first <- answerOf(t, resp, body)
 	}()
-	var approval engine.Approval
-	for approval.ID == "" {
-		as, err := sys.Approvals(pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(as) == 1 {
-			approval = as[0]
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	approval := pendingApproval(t, sys, pid)
 	resp, body := post(t, url, sid, "2025-11-25", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"second":true}}}`)
 	if m := answerOf(t, resp, body); string(m.ID) != "5" || m.Error == nil || m.Error.Code != -32600 || m.dataCode() != "protocol_frame" {
 		t.Fatalf("id 5 again while in flight: %s %s %+v, want invalid request (protocol_frame)", m.ID, m.Result, m.Error)
@@ -460,14 +433,7 @@ func TestHTTPInFlightIDRefused(t *testing.T) {
 	if m := answerOf(t, resp, body); m.Error != nil {
 		t.Fatalf("a ping with id 5 once its call is answered: %+v", m.Error)
 	}
-	evs, err := sys.Events(pid, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counts := map[string]int{}
-	for _, e := range evs {
-		counts[e.Type]++
-	}
+	counts := eventCounts(t, sys.Store(), pid)
 	if counts[engine.EventProtocolRejected] != 1 || counts[engine.EventToolCalled] != 1 {
 		t.Fatalf("events %v, want 1 protocol_rejected and 1 tool_called", counts)
 	}
@@ -507,4 +473,19 @@ func TestInitializeParamsOfTheWrongType(t *testing.T) {
 		}
 		httpAlive(t, url, session(t, url), "initialize with params of the wrong type")
 	})
+}
+
+// pendingApproval waits for the one approval the process's call asks for.
+func pendingApproval(t *testing.T, sys *libos.System, pid string) engine.Approval {
+	t.Helper()
+	for {
+		as, err := sys.Approvals(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(as) == 1 {
+			return as[0]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
