@@ -191,6 +191,20 @@ func (c *Call) ToolKinds() (map[string]ToolKind, error) {
 	return info.Tools, nil
 }
 
+// Projection is the calling process's projection as the call runs: a handler that
+// answers with a tool's name checks it, since a multiplexed process hides its JIT
+// tools' names from the model.
+func (c *Call) Projection() (Projection, error) {
+	if c.k == nil {
+		return "", errorf(CodeInvalidState, "%s: the call is not running in a kernel", c.Tool)
+	}
+	info, err := c.k.Process(c.PID)
+	if err != nil {
+		return "", err
+	}
+	return info.Projection, nil
+}
+
 // InstallTool installs t in the calling process's tool table, as Kernel.InstallTool
 // does: atomically with persist and a tools_changed event.
 func (c *Call) InstallTool(ctx context.Context, t Tool, persist func(tx *store.Tx) error) error {

@@ -219,6 +219,17 @@ func (j *JIT) nameTaken(call *engine.Call, name string) (string, error) {
 	sort.Strings(names)
 	for _, n := range names {
 		if engine.SameToolName(n, name) {
+			if table[n] == engine.KindJIT {
+				// A multiplexed process hides its JIT tools' names from the model: the
+				// refusal says there is one, not how it is spelled.
+				proj, err := call.Projection()
+				if err != nil {
+					return "", err
+				}
+				if proj == engine.Multiplexed {
+					return fmt.Sprintf("%q is a jit tool of this process under case folding", name), nil
+				}
+			}
 			return fmt.Sprintf("%q is the %s tool %q of this process under case folding", name, table[n], n), nil
 		}
 	}

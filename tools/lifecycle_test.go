@@ -543,3 +543,25 @@ func TestRegisterCaseFoldCollision(t *testing.T) {
 		t.Fatal("Clock_Now was bound")
 	}
 }
+
+// "JIT names ... are hidden from the model" in a multiplexed process: a proposal or a
+// registration whose name case-folds to a JIT tool's is refused as in direct mode, but
+// the refusal does not spell out the hidden tool's name. A direct process names it.
+func TestCaseFoldCollisionKeepsAMultiplexedNameHidden(t *testing.T) {
+	w := newWorld(t)
+	for _, proj := range []engine.Projection{engine.Multiplexed, engine.Direct} {
+		pid := w.spawn(t, proj, "clock:now")
+		upper := w.propose(t, pid, withField(t, candidateJSON(t, "good_clock_now.json"), "name", `"Clock_Now"`))
+		w.mustCall(t, pid, tools.RegisterName, idArg(w.propose(t, pid, candidateJSON(t, "good_clock_now.json"))))
+		_, regErr := w.call(t, pid, tools.RegisterName, idArg(upper))
+		_, propErr := w.call(t, pid, tools.ProposeName, withField(t, candidateJSON(t, "good_clock_now.json"), "name", `"CLOCK_NOW"`))
+		for what, err := range map[string]error{"register Clock_Now": regErr, "propose CLOCK_NOW": propErr} {
+			if !errors.Is(err, tools.ErrNameConflict) {
+				t.Fatalf("%s: %s beside clock_now: got %v, want name_conflict", proj, what, err)
+			}
+			if named := strings.Contains(err.Error(), `"clock_now"`); named != (proj == engine.Direct) {
+				t.Errorf("%s: %s: the refusal %q names the tool clock_now: %v", proj, what, err, named)
+			}
+		}
+	}
+}
