@@ -381,9 +381,7 @@ func (s *Store) applied() (uint64, error) {
 // whether it wrote it: a batch at or below the applied position, or one this host
 // wrote itself (its process's position already covers it), is skipped. A batch whose
 // Prev is not its process's position here is refused as corrupt: this copy and the
-// log have forked, which the log's compare-and-set rules out. So is a batch that writes
-// a process other than its own that has a log position here: only a new process (a
-// spawn, a fork's child) is written by another process's batch. The write is not synced
+// log have forked, which the log's compare-and-set rules out. The write is not synced
 // (the log is the durable copy; a crash replays it from Applied on).
 func (s *Store) ApplyReplicated(ctx context.Context, r Replicated) (bool, error) {
 	if err := ctx.Err(); err != nil {
@@ -432,22 +430,6 @@ func (s *Store) ApplyReplicated(ctx context.Context, r Replicated) (bool, error)
 		pids, err := decodeOps(r.Ops, b)
 		if err != nil {
 			return false, err
-		}
-		// A writer places a batch on the one process of it that has a log of its own
-		// and writes no other such process (one message cannot compare-and-set two
-		// logs): a batch that writes another process with a log would change it
-		// around that log's compare-and-set.
-		for pid := range pids {
-			if pid == r.PID {
-				continue
-			}
-			pos, err := s.position(pid)
-			if err != nil {
-				return false, err
-			}
-			if pos > 0 {
-				return false, errorf(CodeCorrupt, nil, "replicated batch %d of %s writes process %s, which has a log of its own (position %d)", r.Pos, r.PID, pid, pos)
-			}
 		}
 		if err := b.Set(replKey(r.PID), binary.BigEndian.AppendUint64(nil, r.Pos), nil); err != nil {
 			return false, errorf(CodeIO, err, "stage write")
