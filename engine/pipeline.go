@@ -469,9 +469,12 @@ func (k *Kernel) durability(e *entry) func(ctx context.Context, fn func(tx *stor
 // the call is rejected (call_rejected), and nothing is open.
 func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, error) {
 	req, e := c.req, c.e
+	p.mu.RLock()
+	proj := p.projection
+	p.mu.RUnlock()
 	call := &Call{
 		PID: p.pid, CallID: newCallID(), Tool: e.Name, Kind: e.Kind, Action: req.name,
-		Via: req.via, Depth: req.depth, Capabilities: p.caps.Strings(),
+		Via: req.via, Projection: proj, Depth: req.depth, Capabilities: p.caps.Strings(),
 		Sandbox: p.img.Limits.Sandbox, Value: c.args, k: k, p: p,
 	}
 	// The arguments were decoded within the process's depth bound, so Encode, which

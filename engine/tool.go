@@ -91,6 +91,10 @@ type Call struct {
 	ArgsDoc jsonexact.Doc
 	// Via is "model" for HandleFrame and "host" for the host API.
 	Via string
+	// Projection is the process's projection when the call was opened: a handler that
+	// answers with a tool's name checks it, since a multiplexed process hides its JIT
+	// tools' names from the model.
+	Projection Projection
 	// Depth is the tools.call nesting depth: 0 for a call from the model or the host.
 	Depth int
 	// Capabilities are the capabilities the process held when the call was opened.
@@ -189,20 +193,6 @@ func (c *Call) ToolKinds() (map[string]ToolKind, error) {
 		return nil, err
 	}
 	return info.Tools, nil
-}
-
-// Projection is the calling process's projection as the call runs: a handler that
-// answers with a tool's name checks it, since a multiplexed process hides its JIT
-// tools' names from the model.
-func (c *Call) Projection() (Projection, error) {
-	if c.k == nil {
-		return "", errorf(CodeInvalidState, "%s: the call is not running in a kernel", c.Tool)
-	}
-	info, err := c.k.Process(c.PID)
-	if err != nil {
-		return "", err
-	}
-	return info.Projection, nil
 }
 
 // InstallTool installs t in the calling process's tool table, as Kernel.InstallTool

@@ -222,11 +222,7 @@ func (j *JIT) nameTaken(call *engine.Call, name string) (string, error) {
 			if table[n] == engine.KindJIT {
 				// A multiplexed process hides its JIT tools' names from the model: the
 				// refusal says there is one, not how it is spelled.
-				proj, err := call.Projection()
-				if err != nil {
-					return "", err
-				}
-				if proj == engine.Multiplexed {
+				if call.Projection == engine.Multiplexed {
 					return fmt.Sprintf("%q is a jit tool of this process under case folding", name), nil
 				}
 			}
