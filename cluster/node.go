@@ -672,10 +672,10 @@ func (n *Node) check(seq uint64, pid, subject string, have uint64, h nats.Header
 		return refused("fencing token %d is older than %d, applied already for %s", epoch, known, pid)
 	}
 	if epoch > ceiling {
-		// The lease bucket not answering (its leader being elected) must not hold
-		// the applier up: the token is then taken as it is, which can only fence
-		// out more, never less.
-		if ceiling, err = n.leaseCeiling(); err == nil && epoch > ceiling {
+		if ceiling, err = n.leaseCeiling(); err != nil {
+			return 0, 0, nil, err
+		}
+		if epoch > ceiling {
 			return refused("fencing token %d is newer than every lease revision (%d)", epoch, ceiling)
 		}
 	}
