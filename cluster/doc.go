@@ -31,5 +31,5 @@
 // served by no host (and no host takes it over), so its lease must not outlive it.
 //
 // Errors are liberr.Error values of layer "cluster": lease_lost, batch_too_large,
-// cross_process_batch, replication_failed, invalid_batch, invalid_config.
+// cross_process_batch, replication_failed, invalid_config.
 package cluster

@@ -24,13 +24,6 @@ const (
 	// no quorum, timeout). Nothing was acknowledged to the caller; the batch may still
 	// appear in the log later, as a whole, like an unacknowledged write after a crash.
 	CodeReplicationFailed liberr.Code = "replication_failed"
-	// CodeInvalidBatch: a message of the stream is not a batch of the process its
-	// subject names (headers missing or malformed, another process's identity, a
-	// chain position that is not its subject's, a fencing token older than one
-	// applied or newer than any lease, an encoding the store cannot read). Every
-	// host refuses it alike: nothing of it is applied, its process's position moves
-	// past it, and the applier goes on with the next message.
-	CodeInvalidBatch liberr.Code = "invalid_batch"
 	// CodeInvalidConfig: the cluster configuration is unusable.
 	CodeInvalidConfig liberr.Code = "invalid_config"
 )

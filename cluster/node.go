@@ -14,12 +14,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -91,9 +89,6 @@ type Node struct {
 	// follows the stream past another host's fence has the fence's position, so its
 	// compare-and-set alone would pass: the token is what refuses it.
 	epochs map[string]uint64
-	// ceiling is the lease bucket's last revision as last read: a token above it
-	// was never a lease's.
-	ceiling uint64
 
 	st     *store.Store
 	host   Host
@@ -124,7 +119,7 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Host == "" || cfg.URL == "" {
 		return nil, errorf(CodeInvalidConfig, nil, "a cluster node needs a host name and a NATS URL")
 	}
-	if !hostName().MatchString(cfg.Host) {
+	if !regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`).MatchString(cfg.Host) {
 		return nil, errorf(CodeInvalidConfig, nil, "host name %q must match ^[A-Za-z0-9_-]{1,64}$", cfg.Host)
 	}
 	if cfg.Stream == "" {
@@ -218,8 +213,6 @@ func (n *Node) logf(format string, args ...any) {
 
 // HostName is this host's name.
 func (n *Node) HostName() string { return n.cfg.Host }
-
-var hostName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 var plainToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`) })
 
@@ -564,192 +557,20 @@ func (n *Node) consumeOnce() error {
 		if err != nil {
 			return err
 		}
-		if err := n.apply(md.Sequence.Stream, m.Subject(), m.Headers(), m.Data()); err != nil {
+		h := m.Headers()
+		prev, _ := strconv.ParseUint(h.Get(HeaderPrev), 10, 64)
+		if epoch, err := strconv.ParseUint(h.Get(HeaderEpoch), 10, 64); err == nil {
+			n.mu.Lock()
+			if epoch > n.epochs[h.Get(HeaderPID)] {
+				n.epochs[h.Get(HeaderPID)] = epoch
+			}
+			n.mu.Unlock()
+		}
+		_, err = n.st.ApplyReplicated(n.ctx, store.Replicated{Pos: md.Sequence.Stream, PID: h.Get(HeaderPID), Prev: prev, Ops: m.Data()})
+		if err != nil {
 			return err
 		}
 	}
-}
-
-// apply applies the message at seq of the stream to the store, or refuses it. A
-// message is a batch of the process its subject names only when its headers name
-// that process and this host's form, its chain position (Libos-Prev) is the
-// previous message of its subject, its fencing token is neither older than one
-// applied for the process nor newer than any lease revision, and the store can read
-// its writes. Anyone who may publish on the subjects can put any message there, and
-// every host judges it alike: a refused message is applied as an empty batch on its
-// subject's process, so that the process's position stays its subject's last
-// sequence (which the compare-and-set of the process's next writer expects), and the
-// applier goes on. An error returned is the store's or the stream's: the applier
-// stops or tries again on it.
-func (n *Node) apply(seq uint64, subject string, h nats.Header, data []byte) error {
-	pid, ok := n.subjectPID(subject)
-	if !ok {
-		// No process to move: the applied position moves on with the next message.
-		n.refuse(seq, errorf(CodeInvalidBatch, nil, "message %d of the stream is on %q, the subject of no process", seq, liberr.Clip(subject, 120)))
-		return nil
-	}
-	have, err := n.st.Position(pid)
-	if err != nil {
-		return err
-	}
-	skip := store.Replicated{Pos: seq, PID: pid, Prev: have, Ops: store.EmptyBatch()}
-	if seq <= have {
-		// A batch of this host, applied when the stream acknowledged it: only the
-		// applied position moves.
-		_, err := n.st.ApplyReplicated(n.ctx, skip)
-		return err
-	}
-	prev, epoch, bad, err := n.check(seq, pid, subject, have, h)
-	if err != nil {
-		return err
-	}
-	if bad != nil {
-		n.refuse(seq, bad)
-		_, err := n.st.ApplyReplicated(n.ctx, skip)
-		return err
-	}
-	// The token is noted before the batch is applied (see place), and taken back
-	// when the store cannot read the batch.
-	n.mu.Lock()
-	known := n.epochs[pid]
-	n.epochs[pid] = max(known, epoch)
-	n.mu.Unlock()
-	_, err = n.st.ApplyReplicated(n.ctx, store.Replicated{Pos: seq, PID: pid, Prev: prev, Ops: data})
-	if err == nil || prev != have || !(errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrInvalid)) {
-		// With a chain position that is its subject's and not this copy's, the
-		// store's refusal stands: this copy forked from the log.
-		return err
-	}
-	n.mu.Lock()
-	if n.epochs[pid] == epoch {
-		n.epochs[pid] = known
-	}
-	n.mu.Unlock()
-	if _, serr := n.st.ApplyReplicated(n.ctx, skip); serr != nil {
-		// The store cannot take even an empty batch of it: its fault, not the message's.
-		return serr
-	}
-	n.refuse(seq, errorf(CodeInvalidBatch, err, "message %d of the stream is not a batch the store can read: %v", seq, err))
-	return nil
-}
-
-// check judges the headers of the message at seq on pid's subject, whose position
-// here is have (below seq). It returns the message's chain position and fencing
-// token, or why it is refused; an error when the stream cannot be asked.
-func (n *Node) check(seq uint64, pid, subject string, have uint64, h nats.Header) (prev, epoch uint64, bad *liberr.Error, err error) {
-	refused := func(format string, args ...any) (uint64, uint64, *liberr.Error, error) {
-		return 0, 0, errorf(CodeInvalidBatch, nil, "message %d of the stream on %q: "+format, append([]any{seq, liberr.Clip(subject, 120)}, args...)...), nil
-	}
-	if got := h.Get(HeaderPID); got != pid {
-		return refused("%s %q is not the process of its subject", HeaderPID, liberr.Clip(got, 120))
-	}
-	prev, perr := strconv.ParseUint(h.Get(HeaderPrev), 10, 64)
-	if perr != nil || prev >= seq {
-		return refused("%s %q is not a position before it", HeaderPrev, liberr.Clip(h.Get(HeaderPrev), 40))
-	}
-	epoch, eerr := strconv.ParseUint(h.Get(HeaderEpoch), 10, 64)
-	if eerr != nil || epoch == 0 {
-		return refused("%s %q is not a fencing token", HeaderEpoch, liberr.Clip(h.Get(HeaderEpoch), 40))
-	}
-	if !hostName().MatchString(h.Get(HeaderHost)) {
-		return refused("%s %q is not a host name", HeaderHost, liberr.Clip(h.Get(HeaderHost), 80))
-	}
-	if prev != have {
-		// Either this copy missed a message of the subject (the store refuses the
-		// batch: a fork) or the header does not say where the batch is.
-		ok, err := n.precededBy(subject, seq, prev)
-		if err != nil {
-			return 0, 0, nil, err
-		}
-		if !ok {
-			return refused("it follows position %d, which is not the previous message of its subject", prev)
-		}
-	}
-	n.mu.Lock()
-	known, ceiling := n.epochs[pid], n.ceiling
-	n.mu.Unlock()
-	if epoch < known {
-		return refused("fencing token %d is older than %d, applied already for %s", epoch, known, pid)
-	}
-	if epoch > ceiling {
-		if ceiling, err = n.leaseCeiling(); err != nil {
-			return 0, 0, nil, err
-		}
-		if epoch > ceiling {
-			return refused("fencing token %d is newer than every lease revision (%d)", epoch, ceiling)
-		}
-	}
-	return prev, epoch, nil, nil
-}
-
-// precededBy reports whether the message before seq on subject is at prev (0: none).
-func (n *Node) precededBy(subject string, seq, prev uint64) (bool, error) {
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.AckTimeout)
-	defer cancel()
-	if prev > 0 {
-		m, err := n.stream.GetMsg(ctx, prev)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		if m.Subject != subject {
-			return false, nil
-		}
-	}
-	m, err := n.stream.GetMsg(ctx, prev+1, jetstream.WithGetMsgSubject(subject))
-	if err != nil {
-		return false, err
-	}
-	return m.Sequence == seq, nil
-}
-
-// leaseCeiling returns the lease bucket's last revision: no lease, and so no fencing
-// token, is newer.
-func (n *Node) leaseCeiling() (uint64, error) {
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.AckTimeout)
-	defer cancel()
-	s, err := n.js.Stream(ctx, "KV_"+n.kv.Bucket())
-	if err != nil {
-		return 0, err
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n.mu.Lock()
-	n.ceiling = max(n.ceiling, info.State.LastSeq)
-	c := n.ceiling
-	n.mu.Unlock()
-	return c, nil
-}
-
-// subjectPID returns the process whose subject subject is, if any (see Subject).
-func (n *Node) subjectPID(subject string) (string, bool) {
-	tok, ok := strings.CutPrefix(subject, n.cfg.Subject+".")
-	if !ok {
-		return "", false
-	}
-	pid := tok
-	if enc, ok := strings.CutPrefix(tok, "="); ok {
-		b, err := base64.RawURLEncoding.DecodeString(enc)
-		if err != nil {
-			return "", false
-		}
-		pid = string(b)
-	}
-	// The store's form of an ID; and the subject must be the one Subject gives.
-	if pid == "" || len(pid) > 256 || !utf8.ValidString(pid) ||
-		strings.ContainsFunc(pid, func(r rune) bool { return r < 0x20 || r == 0x7f }) || n.Subject(pid) != subject {
-		return "", false
-	}
-	return pid, true
-}
-
-// refuse reports a message of the stream that no host applies.
-func (n *Node) refuse(seq uint64, e *liberr.Error) {
-	n.logf("refused message %d of the stream (%s): %s", seq, e.Code, e.Message)
 }
 
 // waitApplied waits until the store has applied the stream up to pos.
