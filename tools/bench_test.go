@@ -49,7 +49,7 @@ func p50(b *testing.B, op func()) {
 	b.ReportMetric(float64(durs[len(durs)*9/10].Nanoseconds()), "p90-ns")
 }
 
-func clockWithTests(b *testing.B, n int) tools.Candidate {
+func clockWithTests(b testing.TB, n int) tools.Candidate {
 	c := loadCandidate(b, "good_clock_now.json")
 	var tests []json.RawMessage
 	if err := json.Unmarshal(c.Tests, &tests); err != nil {

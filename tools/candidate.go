@@ -185,7 +185,10 @@ type proposal struct {
 }
 
 type testCase struct {
-	args     json.RawMessage // compact JSON object
+	args json.RawMessage // compact JSON object
+	// argsDoc is args as the test's decoding holds them, handed to the sandbox so that
+	// it does not parse them again (wasm.Engine.RunDoc).
+	argsDoc  jsonexact.Doc
 	argsV    any
 	expected any
 	// expectErr is the code of the refusal the test expects instead of a value
@@ -350,7 +353,12 @@ func parseTest(item json.RawMessage, lim Limits) (testCase, *Error) {
 	if _, ok := obj["args"].(map[string]any); !ok {
 		return testCase{}, errorf(CodeInvalidTest, `"args" must be a JSON object (tool arguments are always an object), got %s`, jsonexact.KindOf(obj["args"]))
 	}
-	tc := testCase{args: raw["args"], argsV: obj["args"], expected: obj["expected"]}
+	argsVal, _ := val.Get("args")
+	argsDoc, err := jsonexact.Encode(*argsVal, lim.MaxDepth)
+	if err != nil {
+		return testCase{}, errorf(CodeInvalidTest, `"args": %v`, err)
+	}
+	tc := testCase{args: raw["args"], argsDoc: argsDoc, argsV: obj["args"], expected: obj["expected"]}
 	_, hasExpected := obj["expected"]
 	expErr, hasErr := obj["expected_error"]
 	switch {

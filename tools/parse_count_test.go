@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/agentlibos/libos/engine"
@@ -85,3 +86,33 @@ var (
 	_ wasm.ExactSyscaller = (*syscalls.Bound)(nil)
 	_ wasm.ExactSyscaller = (*syscalls.Tape)(nil)
 )
+
+// "Parse ... once and hand the parsed value down", for validation: a test's arguments
+// are decoded once, with the test, and reach the sandbox decoded (wasm.Engine.RunDoc),
+// and the guest's result is compared as the sandbox decoded it (wasm.Result.Doc).
+// What one more test of the clock candidate costs, each document named:
+//
+//	the test itself (its args, expected and tape come from that one decoding) ·
+//	clock.now's arguments, once where they leave the sandbox · the guest's result,
+//	once where it leaves the sandbox                                             = 3
+//
+// It was 5 while the sandbox parsed the test's arguments again from their text and the
+// validator parsed the result again to compare it.
+func TestParsesPerValidationTest(t *testing.T) {
+	v := tools.NewValidator(sandbox(t), tools.ValidatorConfig{})
+	parses := func(n int) uint64 {
+		t.Helper()
+		c := clockWithTests(t, n)
+		if r := v.Validate(context.Background(), c); !r.OK || len(r.Tests) != n { // warm
+			t.Fatalf("%d tests: %+v", n, r)
+		}
+		before := jsonexact.Decodes()
+		v.Validate(context.Background(), c)
+		return jsonexact.Decodes() - before
+	}
+	one, ten := parses(1), parses(10)
+	t.Logf("1 test: %d parses, 10 tests: %d", one, ten)
+	if ten < one || (ten-one)%9 != 0 || (ten-one)/9 != 3 {
+		t.Errorf("one more test costs %d/9 parsed documents, want 3: a layer parses a test's arguments again", ten-one)
+	}
+}

@@ -436,7 +436,7 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 		}
 		return fail(syscalls.CodeTapeInvalid, syscallText(err), nil, "")
 	}
-	res, runErr := v.sandbox.Run(ctx, prog.Source, tc.args, tape,
+	res, runErr := v.sandbox.RunDoc(ctx, prog.Source, tc.argsDoc, tape,
 		wasm.Options{Limits: v.run, Seed: ValidationSeed})
 	if res != nil {
 		for _, l := range res.Logs {
@@ -486,7 +486,15 @@ func (v *Validator) judgeTest(ctx context.Context, prog *jsbundle.Program, i int
 		tr.Observed = observed(res.Value)
 		return fail(string(te.Code), te.Message, entry, "")
 	}
-	got, err := jsonexact.DecodeAny(res.Value, 0)
+	// The sandbox decoded the result exactly where it left the guest (res.Doc): its
+	// value is compared as it is. A result that decoding refused, or nested deeper than
+	// a test's value may be, is read again here for the error that says so.
+	var got any
+	if !res.Doc.IsZero() && res.Doc.Depth() <= jsonexact.DefaultMaxDepth {
+		got, err = res.Doc.Value().ToAny(), nil
+	} else {
+		got, err = jsonexact.DecodeAny(res.Value, 0)
+	}
 	if err != nil {
 		return fail(wasm.CodeNotJSON, "the returned value is not exact JSON: "+err.Error(), nil, "")
 	}
