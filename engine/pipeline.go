@@ -304,6 +304,7 @@ type admitted struct {
 	e    *entry
 	mux  bool            // the model called run_jit_tool in the multiplexed projection
 	args jsonexact.Value // the arguments the tool gets (the nested ones for run_jit_tool)
+	proj Projection      // the process's projection, as lookup read it
 }
 
 // stage is one step of the pipeline before tool_called. A refusal is returned as an
@@ -360,6 +361,7 @@ func (k *Kernel) lookup(_ context.Context, p *process, c *admitted) *Error {
 	proj, state := p.projection, p.state
 	e := p.tools[req.name]
 	p.mu.RUnlock()
+	c.proj = proj
 	if state != StateRunning {
 		return &Error{Layer: layer, Code: CodeProcessPaused, Message: fmt.Sprintf("process %s is %s: the operator must resume it", p.pid, state)}
 	}
@@ -469,12 +471,9 @@ func (k *Kernel) durability(e *entry) func(ctx context.Context, fn func(tx *stor
 // the call is rejected (call_rejected), and nothing is open.
 func (k *Kernel) open(ctx context.Context, p *process, c *admitted) (*Call, error) {
 	req, e := c.req, c.e
-	p.mu.RLock()
-	proj := p.projection
-	p.mu.RUnlock()
 	call := &Call{
 		PID: p.pid, CallID: newCallID(), Tool: e.Name, Kind: e.Kind, Action: req.name,
-		Via: req.via, Projection: proj, Depth: req.depth, Capabilities: p.caps.Strings(),
+		Via: req.via, Projection: c.proj, Depth: req.depth, Capabilities: p.caps.Strings(),
 		Sandbox: p.img.Limits.Sandbox, Value: c.args, k: k, p: p,
 	}
 	// The arguments were decoded within the process's depth bound, so Encode, which

@@ -91,7 +91,7 @@ type Call struct {
 	ArgsDoc jsonexact.Doc
 	// Via is "model" for HandleFrame and "host" for the host API.
 	Via string
-	// Projection is the process's projection when the call was opened: a handler that
+	// Projection is the process's projection as the call was looked up: a handler that
 	// answers with a tool's name checks it, since a multiplexed process hides its JIT
 	// tools' names from the model.
 	Projection Projection
