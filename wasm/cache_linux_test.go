@@ -4,22 +4,10 @@ package wasm
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/agentlibos/libos/internal/dirwatch"
 )
-
-// probesIn counts the probe files (CheckCacheDir) among the created entries.
-func probesIn(events []dirwatch.Event) int {
-	n := 0
-	for _, p := range dirwatch.Created(events) {
-		if strings.HasPrefix(filepath.Base(p), ".probe-") {
-			n++
-		}
-	}
-	return n
-}
 
 // Config.CacheDir: "The compile of the guest (in NewEngine, or with Lazy at the first
 // call) creates the directory if missing, proves a file can be written in it ... and
@@ -58,7 +46,7 @@ func TestALazyEngineTouchesItsCacheDirOnlyAtItsCompile(t *testing.T) {
 			if len(events) == 0 || events[0] != (dirwatch.Event{Op: dirwatch.Create, Path: dir}) {
 				t.Errorf("the first call did not make the missing cache directory: %v", events)
 			}
-		} else if n := probesIn(events); n != 1 {
+		} else if n := dirwatch.CountCreated(events, ".probe-"); n != 1 {
 			t.Errorf("the first call probed the cache directory %d times, want 1: %v", n, events)
 		}
 	}

@@ -31,18 +31,6 @@ func watchRun(t *testing.T, root string, args ...string) (result, []dirwatch.Eve
 	return r, events
 }
 
-// probes counts the probe files of the cache directory (wasm.CheckCacheDir) among the
-// created entries.
-func probes(events []dirwatch.Event) int {
-	n := 0
-	for _, p := range dirwatch.Created(events) {
-		if strings.HasPrefix(filepath.Base(p), ".probe-") {
-			n++
-		}
-	}
-	return n
-}
-
 // readOnlyCache runs the binary with args while dir cannot be written: a read-only bind
 // mount of it in a mount namespace of the command's own when the test runs as root
 // (permissions do not hold for root), else dir without write permission.
@@ -141,7 +129,7 @@ func TestAPrestartedCommandProbesItsCacheOnce(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stderr, prestartedSandbox) {
 			t.Fatalf("libos %v: exit %d, prestarted %v\n%s%s", args, r.code, strings.Contains(r.stderr, prestartedSandbox), r.stdout, r.stderr)
 		}
-		if n := probes(events); n != 1 {
+		if n := dirwatch.CountCreated(events, ".probe-"); n != 1 {
 			t.Errorf("libos %v probed its cache directory %d times, want once: %v", args, n, events)
 		}
 	}

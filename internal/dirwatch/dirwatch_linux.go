@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -251,4 +252,15 @@ func Created(events []Event) []string {
 		}
 	}
 	return out
+}
+
+// CountCreated counts the entries created whose base name starts with prefix.
+func CountCreated(events []Event, prefix string) int {
+	n := 0
+	for _, p := range Created(events) {
+		if strings.HasPrefix(filepath.Base(p), prefix) {
+			n++
+		}
+	}
+	return n
 }

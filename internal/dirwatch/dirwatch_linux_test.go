@@ -74,6 +74,13 @@ func TestWatchRecordsEveryCreateAndRemove(t *testing.T) {
 	if got := Created(events); len(got) != 7 || got[0] != f.Name() {
 		t.Errorf("Created = %v", got)
 	}
+	// The probe-like file was created once, and so was out; nothing else starts so.
+	if n := CountCreated(events, ".probe-"); n != 1 {
+		t.Errorf("CountCreated(.probe-) = %d, want 1", n)
+	}
+	if n := CountCreated(events, "ou"); n != 1 {
+		t.Errorf("CountCreated(ou) = %d, want 1", n)
+	}
 }
 
 // A tree where nothing happens gives no events.
