@@ -196,7 +196,10 @@ func (w *Watcher) handle(wd int, m uint32, name string) {
 			w.events = append(w.events, Event{Create, p})
 		}
 		w.mu.Unlock()
-		if m&unix.IN_ISDIR != 0 {
+		// A directory a scan found is watched and scanned already: its watch came
+		// before the scan read it, so what it holds is recorded or will be an event.
+		// Scanning it again would record its entries twice.
+		if m&unix.IN_ISDIR != 0 && !dup {
 			w.addNew(p)
 		}
 	case m&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
@@ -219,8 +222,10 @@ func (w *Watcher) addNew(dir string) {
 		}
 		if p != dir {
 			w.mu.Lock()
-			w.scanned[p] = true
-			w.events = append(w.events, Event{Create, p})
+			if !w.scanned[p] { // found by an earlier scan whose event is still to come
+				w.scanned[p] = true
+				w.events = append(w.events, Event{Create, p})
+			}
 			w.mu.Unlock()
 		}
 		if d.IsDir() {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // "records every entry created in or removed from a directory tree ... a file created
@@ -99,5 +101,62 @@ func TestWatchOfAQuietTreeRecordsNothing(t *testing.T) {
 	events, err := w.Stop()
 	if err != nil || len(events) != 0 {
 		t.Errorf("Stop = %v, %v; want no events", events, err)
+	}
+}
+
+// "a tree of new directories ... is recorded whole, each entry once, however far the
+// watcher was behind": the kernel's events for directories a scan has already found
+// (here handed to the watcher after the whole tree was made, as a watcher that fell
+// behind sees them) record nothing more, and do not scan those directories again.
+func TestEventsForScannedDirectoriesRecordNothingMore(t *testing.T) {
+	root := t.TempDir()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	w := &Watcher{fd: fd, dirs: map[int]string{}, scanned: map[string]bool{}}
+	if err := w.add(root); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := filepath.Join(root, "a"), filepath.Join(root, "a", "b"), filepath.Join(root, "a", "b", "c")
+	if err := os.MkdirAll(c, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entry := filepath.Join(c, "entry")
+	if err := os.WriteFile(entry, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wdOf := func(dir string) int {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for wd, d := range w.dirs {
+			if d == dir {
+				return wd
+			}
+		}
+		t.Fatalf("%s is not watched", dir)
+		return 0
+	}
+	dirCreated := uint32(unix.IN_CREATE | unix.IN_ISDIR)
+	w.handle(wdOf(root), dirCreated, "a") // scans a: b, c and entry
+	w.handle(wdOf(a), dirCreated, "b")    // the events of the creations the scan found
+	w.handle(wdOf(b), dirCreated, "c")
+	w.handle(wdOf(c), unix.IN_CREATE, "entry")
+	want := []Event{{Create, a}, {Create, b}, {Create, c}, {Create, entry}}
+	if !reflect.DeepEqual(w.events, want) {
+		t.Errorf("events:\n%v\nwant\n%v", w.events, want)
+	}
+	if w.err != nil {
+		t.Errorf("err = %v", w.err)
+	}
+	// After the events came, a new creation in c is an event again.
+	if err := os.Remove(entry); err != nil {
+		t.Fatal(err)
+	}
+	w.handle(wdOf(c), unix.IN_DELETE, "entry")
+	w.handle(wdOf(c), unix.IN_CREATE, "entry")
+	if got := w.events[len(w.events)-2:]; !reflect.DeepEqual(got, []Event{{Remove, entry}, {Create, entry}}) {
+		t.Errorf("last events = %v", got)
 	}
 }
