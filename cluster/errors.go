@@ -24,6 +24,13 @@ const (
 	// no quorum, timeout). Nothing was acknowledged to the caller; the batch may still
 	// appear in the log later, as a whole, like an unacknowledged write after a crash.
 	CodeReplicationFailed liberr.Code = "replication_failed"
+	// CodeInvalidBatch: a message on the process subjects is not a batch of the
+	// process its subject names (headers missing or malformed, another process's
+	// identity, a chain position that is not its subject's previous message, writes
+	// the store cannot read, a subject of no process). Every host refuses it alike and
+	// logs it: nothing of it is applied, its process's position moves past it, and
+	// the applier goes on with the next message.
+	CodeInvalidBatch liberr.Code = "invalid_batch"
 	// CodeInvalidConfig: the cluster configuration is unusable.
 	CodeInvalidConfig liberr.Code = "invalid_config"
 )
@@ -35,6 +42,7 @@ var (
 	ErrReplicationFailed = liberr.New(layer, CodeReplicationFailed, "replication failed")
 	ErrCrossProcessBatch = liberr.New(layer, CodeCrossProcessBatch, "one batch writes two existing processes")
 	ErrInvalidConfig     = liberr.New(layer, CodeInvalidConfig, "invalid cluster configuration")
+	ErrInvalidBatch      = liberr.New(layer, CodeInvalidBatch, "a message of the stream is not a batch")
 )
 
 func errorf(code liberr.Code, cause error, format string, args ...any) *liberr.Error {

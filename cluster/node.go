@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentlibos/libos/liberr"
 	"github.com/agentlibos/libos/store"
 )
 
@@ -45,8 +46,10 @@ type Config struct {
 	// URL is the NATS server this host talks to: its embedded server's ClientURL, or an
 	// existing deployment's (several comma-separated URLs are tried in turn). Required.
 	URL string
-	// Stream is the JetStream stream of the process logs (DefaultStream); Subject the
-	// prefix of the process subjects (DefaultSubject): process P writes on Subject.P.
+	// Stream is the JetStream stream of the process logs (DefaultStream), 1 to 64 of
+	// [A-Za-z0-9_-]; Subject the prefix of the process subjects (DefaultSubject), dot-
+	// separated tokens of [A-Za-z0-9_-], at most 128 bytes: process P writes on
+	// Subject.P. Anything else is invalid_config.
 	Stream  string
 	Subject string
 	// Replicas of the stream and of the lease bucket: 3 by default; 1 for one host.
@@ -119,14 +122,23 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Host == "" || cfg.URL == "" {
 		return nil, errorf(CodeInvalidConfig, nil, "a cluster node needs a host name and a NATS URL")
 	}
-	if !regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`).MatchString(cfg.Host) {
+	if !hostName().MatchString(cfg.Host) {
 		return nil, errorf(CodeInvalidConfig, nil, "host name %q must match ^[A-Za-z0-9_-]{1,64}$", cfg.Host)
 	}
 	if cfg.Stream == "" {
 		cfg.Stream = DefaultStream
 	}
+	if !streamName().MatchString(cfg.Stream) {
+		// The lease bucket is Stream_LEASES, and a bucket's name takes only these.
+		return nil, errorf(CodeInvalidConfig, nil, "stream name %q must match ^[A-Za-z0-9_-]{1,64}$", liberr.Clip(cfg.Stream, 80))
+	}
 	if cfg.Subject == "" {
 		cfg.Subject = DefaultSubject
+	}
+	if !subjectPrefix().MatchString(cfg.Subject) || len(cfg.Subject) > 128 {
+		// Literal tokens only: a wildcard or an empty token would make the stream
+		// take other subjects, or none.
+		return nil, errorf(CodeInvalidConfig, nil, "subject prefix %q must be up to 128 bytes of dot-separated tokens of [A-Za-z0-9_-]", liberr.Clip(cfg.Subject, 80))
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = DefaultReplicas
@@ -213,6 +225,12 @@ func (n *Node) logf(format string, args ...any) {
 
 // HostName is this host's name.
 func (n *Node) HostName() string { return n.cfg.Host }
+
+var hostName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
+
+var streamName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
+
+var subjectPrefix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`) })
 
 var plainToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`) })
 
@@ -557,20 +575,148 @@ func (n *Node) consumeOnce() error {
 		if err != nil {
 			return err
 		}
-		h := m.Headers()
-		prev, _ := strconv.ParseUint(h.Get(HeaderPrev), 10, 64)
-		if epoch, err := strconv.ParseUint(h.Get(HeaderEpoch), 10, 64); err == nil {
-			n.mu.Lock()
-			if epoch > n.epochs[h.Get(HeaderPID)] {
-				n.epochs[h.Get(HeaderPID)] = epoch
-			}
-			n.mu.Unlock()
-		}
-		_, err = n.st.ApplyReplicated(n.ctx, store.Replicated{Pos: md.Sequence.Stream, PID: h.Get(HeaderPID), Prev: prev, Ops: m.Data()})
-		if err != nil {
+		if err := n.apply(md.Sequence.Stream, m.Subject(), m.Headers(), m.Data()); err != nil {
 			return err
 		}
 	}
+}
+
+// apply applies the message at seq of the stream to the store, or refuses it.
+//
+// Any client that may publish on the subjects can put a message there that is not a
+// batch at all (a test tool, another program sharing the server). Such a message is
+// refused with invalid_batch, alike on every host, since it is judged only by what it
+// holds and by the stream: its subject must be a process's, its headers that
+// process's and well formed, its chain position (Libos-Prev) its subject's previous
+// message, and its writes of the form the store reads. A refused message is logged;
+// nothing of it is written, but its process's position moves to it, as the
+// compare-and-set of the process's next batch expects. The applier then goes on.
+//
+// Hosts trust each other's well-formed batches (CLUSTER.md): a fencing token is not
+// judged here. A token older than one seen before could not be told apart alike on
+// every host (a host that restarted has not seen it), and refusing a batch that the
+// stream acknowledged would lose it.
+//
+// An error returned is the store's or the stream's: the applier stops on it or tries
+// again.
+func (n *Node) apply(seq uint64, subject string, h nats.Header, data []byte) error {
+	pid, ok := n.subjectPID(subject)
+	if !ok {
+		// No process's position to move: the applied position moves past it with
+		// the next batch applied (until then, a restart judges it again, alike).
+		n.refuse(seq, errorf(CodeInvalidBatch, nil, "message %d of the stream is on %q, the subject of no process", seq, liberr.Clip(subject, 120)))
+		return nil
+	}
+	prev, epoch, bad, err := n.check(seq, pid, subject, h, data)
+	if err != nil {
+		return err
+	}
+	if bad != nil {
+		n.refuse(seq, bad)
+		_, err := n.st.ApplyReplicated(n.ctx, store.Replicated{Pos: seq, PID: pid, Skip: true})
+		return err
+	}
+	// The token is noted before the batch is applied: a host whose store has applied
+	// another host's fence knows the fence's token when it next writes (see place).
+	n.mu.Lock()
+	if epoch > n.epochs[pid] {
+		n.epochs[pid] = epoch
+	}
+	n.mu.Unlock()
+	_, err = n.st.ApplyReplicated(n.ctx, store.Replicated{Pos: seq, PID: pid, Prev: prev, Ops: data})
+	return err
+}
+
+// check judges the message at seq on pid's subject. It returns the message's chain
+// position and fencing token, or why the message is refused; an error when the stream
+// cannot be asked.
+func (n *Node) check(seq uint64, pid, subject string, h nats.Header, data []byte) (prev, epoch uint64, bad *liberr.Error, err error) {
+	refused := func(format string, args ...any) (uint64, uint64, *liberr.Error, error) {
+		return 0, 0, errorf(CodeInvalidBatch, nil, "message %d of the stream on %q: "+format, append([]any{seq, liberr.Clip(subject, 120)}, args...)...), nil
+	}
+	if got := h.Get(HeaderPID); got != pid {
+		return refused("%s %q is not the process of its subject", HeaderPID, liberr.Clip(got, 120))
+	}
+	prev, perr := strconv.ParseUint(h.Get(HeaderPrev), 10, 64)
+	if perr != nil || prev >= seq {
+		return refused("%s %q is not a position before it", HeaderPrev, liberr.Clip(h.Get(HeaderPrev), 40))
+	}
+	epoch, eerr := strconv.ParseUint(h.Get(HeaderEpoch), 10, 64)
+	if eerr != nil || epoch == 0 {
+		return refused("%s %q is not a fencing token", HeaderEpoch, liberr.Clip(h.Get(HeaderEpoch), 40))
+	}
+	if !hostName().MatchString(h.Get(HeaderHost)) {
+		return refused("%s %q is not a host name", HeaderHost, liberr.Clip(h.Get(HeaderHost), 80))
+	}
+	if err := store.CheckOps(data); err != nil {
+		return refused("its writes are not a batch the store reads: %v", err)
+	}
+	have, err := n.st.Position(pid)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if seq > have && prev != have {
+		// Either the header does not say where the message is (refused), or this
+		// copy missed a message of the subject: the store then refuses the batch
+		// as a fork, and the applier stops.
+		ok, err := n.precededBy(subject, seq, prev)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		if !ok {
+			return refused("it follows position %d, which is not the previous message of its subject", prev)
+		}
+	}
+	return prev, epoch, nil, nil
+}
+
+// precededBy reports whether the message before seq on subject is at prev (0: none).
+func (n *Node) precededBy(subject string, seq, prev uint64) (bool, error) {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.AckTimeout)
+	defer cancel()
+	if prev > 0 {
+		m, err := n.stream.GetMsg(ctx, prev)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if m.Subject != subject {
+			return false, nil
+		}
+	}
+	m, err := n.stream.GetMsg(ctx, prev+1, jetstream.WithGetMsgSubject(subject))
+	if err != nil {
+		return false, err
+	}
+	return m.Sequence == seq, nil
+}
+
+// subjectPID returns the process whose subject subject is, if any (see Subject).
+func (n *Node) subjectPID(subject string) (string, bool) {
+	tok, ok := strings.CutPrefix(subject, n.cfg.Subject+".")
+	if !ok {
+		return "", false
+	}
+	pid := tok
+	if enc, ok := strings.CutPrefix(tok, "="); ok {
+		b, err := base64.RawURLEncoding.DecodeString(enc)
+		if err != nil {
+			return "", false
+		}
+		pid = string(b)
+	}
+	// An ID the store takes, whose subject is this one (not another spelling of it).
+	if store.CheckPID(pid) != nil || n.Subject(pid) != subject {
+		return "", false
+	}
+	return pid, true
+}
+
+// refuse reports a message of the stream that no host applies.
+func (n *Node) refuse(seq uint64, e *liberr.Error) {
+	n.logf("refused message %d of the stream (%s): %s", seq, e.Code, e.Message)
 }
 
 // waitApplied waits until the store has applied the stream up to pos.

@@ -72,6 +72,7 @@ var registry = []registered{
 	{"insecure_listener", "mcpserver", "An MCP server over HTTP on an address beyond loopback without both authentication and TLS; bind 127.0.0.1, configure them, or pass --insecure."},
 	{"internal_error", "jsbundle", "The compiler failed on its own; the candidate is not at fault and is rejected."},
 	{"invalid", "store", "The caller passed a malformed argument (bad ID, bad JSON, …)."},
+	{"invalid_batch", "cluster", "In the replicated mode, a message on the process subjects is not a batch of the process its subject names (headers missing or malformed, another process's identity, a chain position that is not its subject's previous message, writes the store cannot read, a subject of no process): every host refuses it alike, applies nothing of it and goes on with the next message."},
 	{"invalid_config", ". agent cluster engine engine/render mcpserver", "A Spawn or Open configuration is unusable, or the authorization of the MCP server over HTTP is (a token file, an OAuth issuer or audience)."},
 	{"invalid_image", "engine engine/image", "An image manifest (or one of its Skills) is unusable; the error's Details list every problem at once."},
 	{"invalid_name", "tools", "The name does not match ^[A-Za-z0-9_-]{1,64}$."},

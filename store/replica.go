@@ -54,6 +54,11 @@ type Replicated struct {
 	Prev uint64
 	// Ops is Batch.Ops as the writer replicated it.
 	Ops []byte
+	// Skip: the message at Pos on PID's subject is not a batch this host applies (the
+	// replicated log refused it). Nothing of it is written; PID's position moves to
+	// Pos, since the log's compare-and-set of PID's next batch expects it there.
+	// Prev and Ops are not read.
+	Skip bool
 }
 
 const (
@@ -135,9 +140,20 @@ func encodeOps(b *pebble.Batch) ([]byte, []string, error) {
 	return out, names, nil
 }
 
-// decodeOps stages the writes of ops in b and returns the processes they touch. Every
-// key must be of a per-process table: a replicated batch never writes this host's
-// bookkeeping.
+// CheckOps reports whether ops is a batch in the portable encoding that
+// ApplyReplicated can apply: well formed, every key of a per-process table. The error
+// is ErrCorrupt, saying what is wrong.
+func CheckOps(ops []byte) error {
+	_, err := decodeOps(ops, nil)
+	return err
+}
+
+// CheckPID reports whether pid is a process ID the store takes (ErrInvalid if not).
+func CheckPID(pid string) error { return checkID("pid", pid) }
+
+// decodeOps stages the writes of ops in b (when b is not nil) and returns the
+// processes they touch. Every key must be of a per-process table: a replicated batch
+// never writes this host's bookkeeping.
 func decodeOps(ops []byte, b *pebble.Batch) (map[string]bool, error) {
 	if !bytes.HasPrefix(ops, []byte(opsMagic)) {
 		return nil, errorf(CodeCorrupt, nil, "replicated batch: not %s", opsMagic)
@@ -171,10 +187,16 @@ func decodeOps(ops []byte, b *pebble.Batch) (map[string]bool, error) {
 			if !ok {
 				return nil, errorf(CodeCorrupt, nil, "replicated batch: truncated value")
 			}
+			if b == nil {
+				break
+			}
 			if err := b.Set(k, v, nil); err != nil {
 				return nil, errorf(CodeIO, err, "stage write")
 			}
 		case opDelete:
+			if b == nil {
+				break
+			}
 			if err := b.Delete(k, nil); err != nil {
 				return nil, errorf(CodeIO, err, "stage write")
 			}
@@ -423,7 +445,12 @@ func (s *Store) ApplyReplicated(ctx context.Context, r Replicated) (bool, error)
 		return false, err
 	}
 	write := r.Pos > have
-	if write {
+	if write && r.Skip {
+		if err := b.Set(replKey(r.PID), binary.BigEndian.AppendUint64(nil, r.Pos), nil); err != nil {
+			return false, errorf(CodeIO, err, "stage write")
+		}
+		write = false
+	} else if write {
 		if have != r.Prev {
 			return false, errorf(CodeCorrupt, nil, "replicated batch %d of %s follows position %d, this copy is at %d", r.Pos, r.PID, r.Prev, have)
 		}

@@ -111,3 +111,57 @@ func TestReplicatedBatchesApplyElsewhere(t *testing.T) {
 		t.Fatalf("a batch writing meta: %v", err)
 	}
 }
+
+// Replicated.Skip: "Nothing of it is written; PID's position moves to Pos, since the
+// log's compare-and-set of PID's next batch expects it there." CheckOps tells the
+// batches ApplyReplicated can read from the ones it refuses, without writing.
+func TestSkippedMessageMovesOnlyThePosition(t *testing.T) {
+	ctx := context.Background()
+	rep := &logReplicator{pos: map[string]uint64{}}
+	a, err := Open(t.TempDir(), Options{Replicator: rep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := a.Append(ctx, "p1", "note", json.RawMessage(`{"i":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	first := rep.log[0]
+	if err := CheckOps(first.Ops); err != nil {
+		t.Fatalf("CheckOps of a batch the store wrote: %v", err)
+	}
+	for _, bad := range [][]byte{nil, []byte("garbage"), append(EmptyBatch(), 1, 200), append(EmptyBatch(), append([]byte{opSet, 11}, "meta\x00format"...)...), append(EmptyBatch(), 9, 1, 'x')} {
+		if err := CheckOps(bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("CheckOps(%q) = %v, want corrupt", bad, err)
+		}
+	}
+	if _, err := b.ApplyReplicated(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	// A message at 5 that is not a batch: skipped, whatever it holds.
+	if ok, err := b.ApplyReplicated(ctx, Replicated{Pos: 5, PID: "p1", Prev: 99, Ops: []byte("garbage"), Skip: true}); err != nil || ok {
+		t.Fatalf("skip: %v %v", ok, err)
+	}
+	if pos, _ := b.Position("p1"); pos != 5 {
+		t.Fatalf("position %d after the skip, want 5", pos)
+	}
+	if applied, _ := b.Applied(); applied != 5 {
+		t.Fatalf("applied %d after the skip, want 5", applied)
+	}
+	if evs, _ := b.Events("p1", 0, 0); len(evs) != 1 {
+		t.Fatalf("%d events after the skip, want 1", len(evs))
+	}
+	// The next batch of p1 follows the skipped message.
+	next := Replicated{Pos: 6, PID: "p1", Prev: 5, Ops: EmptyBatch()}
+	if ok, err := b.ApplyReplicated(ctx, next); err != nil || !ok {
+		t.Fatalf("the batch after the skip: %v %v", ok, err)
+	}
+	if err := b.Verify("p1"); err != nil {
+		t.Fatal(err)
+	}
+}
