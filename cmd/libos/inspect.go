@@ -375,7 +375,8 @@ process: the holder of its lease in the cluster ("-" when no host holds it now).
 			return printTable(e.stdout, rows, asJSON, header, func(w io.Writer, r row) {
 				host := ""
 				if natsURL != "" {
-					host = r.Host + "\t"
+					// A lease's host is whatever was written to the lease bucket.
+					host = printable(r.Host) + "\t"
 				}
 				fmt.Fprintf(w, "%s\t%s%s\t%s@%s\t%s\t%s\t%s\n", r.PID, host, r.State, r.Image, r.ImageVersion, r.Projection, r.Created.Format(time.RFC3339), strings.Join(r.Capabilities, ","))
 			})
