@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -429,6 +431,19 @@ var echoSpellings = map[string]func(string) string{
 		}
 		return b.String()
 	},
+	"percent-twice": func(s string) string {
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			fmt.Fprintf(&b, "%%25%02X", s[i])
+		}
+		return b.String()
+	},
+	"form":       func(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "%20", "+") },
+	"base64":     func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) },
+	"base64-url": func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) },
+	// An Authorization: Basic header echoed: the secret at an offset of the encoding.
+	"base64-basic":   func(s string) string { return base64.StdEncoding.EncodeToString([]byte("user:" + s)) },
+	"base64-basic-2": func(s string) string { return base64.StdEncoding.EncodeToString([]byte("me:" + s + "!")) },
 	"mixed": func(s string) string {
 		var b strings.Builder
 		for i, r := range s {
@@ -557,11 +572,60 @@ func echoVisible(target, form string) bool {
 	switch target {
 	case "location-host", "location-badhost":
 		return !strings.ContainsAny(spelled, `\%`)
-	case "location-path", "location-query", "header-name":
-		// A server cannot send a header name with a backslash.
+	case "location-path", "location-query":
 		return !strings.Contains(spelled, `\`)
+	case "header-name":
+		// A server cannot send a header name with a character outside a token.
+		return !strings.ContainsAny(spelled, `\/=:"(),;<>?@[]{} `)
 	}
 	return true
+}
+
+// TestRedactBase64AndFormSpellings: redaction reads "percent-encoded (once or more:
+// "%2541"), as a form writes it ("+" for a space) ... or in base64 (a Basic
+// authorization echoed, the secret at any offset of the encoded text, in the standard
+// or the URL alphabet)", and a match of a base64 form takes in the characters beside it
+// that carry the secret's other bits, but not the text around the encoding.
+func TestRedactBase64AndFormSpellings(t *testing.T) {
+	const secret = "pass word+1/ü"
+	values := []redaction{{value: secret, name: "S"}}
+	for _, prefix := range []string{"", "u:", "us:", "use:", "user:", "a much longer prefix:"} {
+		for _, suffix := range []string{"", "!", "!!", "!!!"} {
+			for name, enc := range map[string]*base64.Encoding{"std": base64.StdEncoding, "url": base64.URLEncoding, "raw-url": base64.RawURLEncoding} {
+				text := enc.EncodeToString([]byte(prefix + secret + suffix))
+				got := redactString("Authorization: Basic "+text+" end", values)
+				if !strings.HasPrefix(got, "Authorization: Basic ") || !strings.HasSuffix(got, " end") || !strings.Contains(got, "{{secret:S}}") {
+					t.Errorf("%s %q+secret+%q: %s", name, prefix, suffix, got)
+					continue
+				}
+				// What is left of the encoding carries none of the secret's bits: the
+				// characters before the placeholder end by the prefix's last bit, and
+				// those after start at or past the secret's last.
+				rest := strings.TrimSuffix(strings.TrimPrefix(got, "Authorization: Basic "), " end")
+				before, after, _ := strings.Cut(rest, "{{secret:S}}")
+				if 6*len(before) > 8*len(prefix) || 6*(len(text)-len(after)) < 8*(len(prefix)+len(secret)) {
+					t.Errorf("%s %q+secret+%q: %q left beside the placeholder", name, prefix, suffix, rest)
+				}
+			}
+		}
+	}
+	cases := map[string]string{
+		`pass+word%2B1%2F%C3%BC`:             `{{secret:S}}`,
+		`PASS%2520WORD%252B1%252F%25C3%25BC`: `{{secret:S}}`,
+		`x=pass%252520word+1/%C3%BC&y=1`:     `x={{secret:S}}&y=1`,
+		`%25`:                                `%25`,
+		`100%25 sure`:                        `100%25 sure`,
+	}
+	for in, want := range cases {
+		if got := redactString(in, values); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
+	// A value too short for its base64 form to be its own is searched as it is only.
+	short := []redaction{{value: "ab1", name: "A"}}
+	if got := redactString(base64.StdEncoding.EncodeToString([]byte("ab1ab1")), short); strings.Contains(got, "{{secret") {
+		t.Errorf("a 3-byte value's base64 form was wiped: %s", got)
+	}
 }
 
 // TestRedactSpellings: a secret is wiped "in every spelling: as-is, upper/lower case,

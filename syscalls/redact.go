@@ -2,23 +2,29 @@ package syscalls
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"sort"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // A server that received a secret can echo it back in a redirect's location, a header
-// or the body, and not only byte for byte: in another case, percent-encoded, or as
-// JSON escapes, character by character and in any mix ("T%6Fk\u0065n"). Redaction
-// therefore reads the text through those spellings: it decodes every %XX, every JSON
-// escape (\uXXXX, surrogate pairs, \" \\ \/ \b \f \n \r \t) and folds ASCII case, finds
-// the secret in what that reads (a \u escape is read also when its backslash is
-// doubled, as text quoted twice writes it), and replaces the source text it came from with the
-// secret's placeholder. A decoding that makes a match where none was meant only wipes
-// more. What is not caught: other transformations (base64, reversal, hashing, nested
-// encodings, case folding beyond ASCII), which is why a secret's hosts must be
-// servers trusted with it.
+// or the body, and not only byte for byte: in another case, percent-encoded (once or
+// more: "%2541"), as a form writes it ("+" for a space), or as JSON escapes, character
+// by character and in any mix ("T%6Fk\u0065n"), or in base64 (a Basic authorization
+// echoed, the secret at any offset of the encoded text, in the standard or the URL
+// alphabet). Redaction therefore reads the text through those spellings: it decodes
+// every %XX (and %25XX, %2525XX, …), every JSON escape (\uXXXX, surrogate pairs, \"
+// \\ \/ \b \f \n \r \t), reads "+" as a space and folds ASCII case, finds the secret,
+// or the part of its base64 form that does not depend on its neighbours, in what that
+// reads (a \u escape is read also when its backslash is doubled, as text quoted twice
+// writes it), and replaces the source text it came from with the secret's
+// placeholder. A decoding that makes a match where none was meant only wipes more.
+// What is not caught: other transformations (reversal, hashing, encryption, base64
+// of an already escaped form, case folding beyond ASCII), which is why a secret's
+// hosts must be servers trusted with it.
 
 // redaction is a secret value that must not reach the guest, and the placeholder that
 // stands for it.
@@ -87,24 +93,105 @@ func lowerASCII(c byte) byte {
 	return c
 }
 
+// fold is how a byte is compared: ASCII case folded, and "+" read as the space a
+// form's encoding writes it for (alike in the text and in the secret, so a secret
+// holding "+" still matches itself).
+func fold(c byte) byte {
+	if c == '+' {
+		return ' '
+	}
+	return lowerASCII(c)
+}
+
+// percentAt reads a percent escape at s[i:], encoded once or more ("%41", "%2541",
+// "%252541"): the byte, and the end of the escape.
+func percentAt(s string, i int) (byte, int, bool) {
+	if s[i] != '%' {
+		return 0, 0, false
+	}
+	j := i + 1
+	// "%25" followed by an escape's two hex digits is that escape, encoded again.
+	for j+3 < len(s) && s[j] == '2' && s[j+1] == '5' && isHex(s[j+2]) && isHex(s[j+3]) {
+		j += 2
+	}
+	if j+1 >= len(s) {
+		return 0, 0, false
+	}
+	h, ok1 := unhex(s[j])
+	l, ok2 := unhex(s[j+1])
+	if !ok1 || !ok2 {
+		return 0, 0, false
+	}
+	return h<<4 | l, j + 2, true
+}
+
+func isHex(c byte) bool {
+	_, ok := unhex(c)
+	return ok
+}
+
+// needles are the byte strings, folded, whose finding in the read text is a spelling
+// of v: the value itself, and the parts of its base64 encodings that the value alone
+// determines, at each of the three offsets it can have in encoded text, in both
+// alphabets. The characters on either side of a base64 part carry bits of the value
+// too; a match takes them in (see widen).
+func (r redaction) needles() []needle {
+	out := []needle{{text: foldAll([]byte(r.value))}}
+	n := len(r.value)
+	if n < minBase64Value {
+		return out
+	}
+	for k := 0; k < 3; k++ {
+		src := append(make([]byte, k), r.value...)
+		enc := base64.RawStdEncoding.EncodeToString(src)
+		// Character j holds bits [6j, 6j+6); the value's are [8k, 8(k+n)).
+		from, to := (8*k+5)/6, 8*(k+n)/6
+		core := enc[from:to]
+		out = append(out, needle{text: foldAll([]byte(core)), base64: true})
+		url := strings.NewReplacer("+", "-", "/", "_").Replace(core)
+		if url != core {
+			out = append(out, needle{text: foldAll([]byte(url)), base64: true})
+		}
+	}
+	return out
+}
+
+// minBase64Value is the shortest value whose base64 forms are searched for: shorter
+// ones leave too few characters that are the value's alone.
+const minBase64Value = 6
+
+type needle struct {
+	text   []byte
+	base64 bool
+}
+
+func foldAll(b []byte) []byte {
+	for i := range b {
+		b[i] = fold(b[i])
+	}
+	return b
+}
+
+// base64Char says whether c, folded, is a character of base64 text ("+" reads as a
+// space; widen checks how it was written).
+func base64Char(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '/' || c == '-' || c == '_'
+}
+
 func readSpellings(s string) spelled {
 	sp := spelled{read: make([]byte, 0, len(s)), unit: make([][2]int, 0, len(s))}
 	emit := func(b []byte, start, end int) {
 		for _, c := range b {
-			sp.read = append(sp.read, lowerASCII(c))
+			sp.read = append(sp.read, fold(c))
 			sp.unit = append(sp.unit, [2]int{start, end})
 		}
 	}
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c == '%' && i+2 < len(s) {
-			h, ok1 := unhex(s[i+1])
-			l, ok2 := unhex(s[i+2])
-			if ok1 && ok2 {
-				emit([]byte{h<<4 | l}, i, i+3)
-				i += 3
-				continue
-			}
+		if b, end, ok := percentAt(s, i); ok {
+			emit([]byte{b}, i, end)
+			i = end
+			continue
 		}
 		if c == '\\' {
 			if r, end, ok := uEscape(s, i); ok {
@@ -135,6 +222,32 @@ func readSpellings(s string) spelled {
 	return sp
 }
 
+// widen takes in the base64 characters on either side of the read span [a, z] of s
+// that carry the rest of a value's bits (one each side at most), and its padding.
+func (sp spelled) widen(s string, a, z int) (int, int) {
+	// read[i] is one unit of its own, and a base64 character (a space only when it
+	// was written "+").
+	b64 := func(i int) bool {
+		if (i > 0 && sp.unit[i-1] == sp.unit[i]) || (i < len(sp.read)-1 && sp.unit[i+1] == sp.unit[i]) {
+			return false
+		}
+		if c := sp.read[i]; c == ' ' {
+			return s[sp.unit[i][0]] == '+'
+		}
+		return base64Char(sp.read[i])
+	}
+	if a > 0 && b64(a-1) {
+		a--
+	}
+	if z+1 < len(sp.read) && b64(z+1) {
+		z++
+	}
+	for z+1 < len(sp.read) && sp.read[z+1] == '=' {
+		z++
+	}
+	return a, z
+}
+
 // redactString replaces every spelling of every value in s with the value's
 // placeholder.
 func redactString(s string, values []redaction) string {
@@ -148,26 +261,27 @@ func redactString(s string, values []redaction) string {
 	}
 	var hits []hit
 	for _, v := range values {
-		needle := []byte(v.value)
-		for i := range needle {
-			needle[i] = lowerASCII(needle[i])
-		}
-		if len(needle) == 0 {
-			continue
-		}
-		for from := 0; from+len(needle) <= len(sp.read); {
-			j := bytes.Index(sp.read[from:], needle)
-			if j < 0 {
-				break
-			}
-			a, z := from+j, from+j+len(needle)-1
-			// A match starts and ends on whole units: never inside one escape.
-			if (a == 0 || sp.unit[a-1] != sp.unit[a]) && (z == len(sp.read)-1 || sp.unit[z+1] != sp.unit[z]) {
-				hits = append(hits, hit{sp.unit[a][0], sp.unit[z][1], v})
-				from = z + 1
+		for _, nd := range v.needles() {
+			if len(nd.text) == 0 {
 				continue
 			}
-			from = a + 1
+			for from := 0; from+len(nd.text) <= len(sp.read); {
+				j := bytes.Index(sp.read[from:], nd.text)
+				if j < 0 {
+					break
+				}
+				a, z := from+j, from+j+len(nd.text)-1
+				// A match starts and ends on whole units: never inside one escape.
+				if (a == 0 || sp.unit[a-1] != sp.unit[a]) && (z == len(sp.read)-1 || sp.unit[z+1] != sp.unit[z]) {
+					if nd.base64 {
+						a, z = sp.widen(s, a, z)
+					}
+					hits = append(hits, hit{sp.unit[a][0], sp.unit[z][1], v})
+					from = z + 1
+					continue
+				}
+				from = a + 1
+			}
 		}
 	}
 	if len(hits) == 0 {
