@@ -621,6 +621,13 @@ func TestRedactBase64AndFormSpellings(t *testing.T) {
 			t.Errorf("%s: %s, want %s", in, got, want)
 		}
 	}
+	// A value that itself looks like escapes is its own spelling too.
+	odd := []redaction{{value: `%41b\u0063d%zz`, name: "O"}}
+	for in, want := range map[string]string{`x %41b\u0063d%zz y`: `x {{secret:O}} y`, `%41B\U0063D%ZZ`: `{{secret:O}}`} {
+		if got := redactString(in, odd); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
 	// A value too short for its base64 form to be its own is searched as it is only.
 	short := []redaction{{value: "ab1", name: "A"}}
 	if got := redactString(base64.StdEncoding.EncodeToString([]byte("ab1ab1")), short); strings.Contains(got, "{{secret") {

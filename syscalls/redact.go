@@ -248,39 +248,56 @@ func (sp spelled) widen(s string, a, z int) (int, int) {
 	return a, z
 }
 
+// plainSpelling is s read as it is written, folded only: one unit per byte.
+func plainSpelling(s string) spelled {
+	sp := spelled{read: make([]byte, len(s)), unit: make([][2]int, len(s))}
+	for i := 0; i < len(s); i++ {
+		sp.read[i] = fold(s[i])
+		sp.unit[i] = [2]int{i, i + 1}
+	}
+	return sp
+}
+
 // redactString replaces every spelling of every value in s with the value's
 // placeholder.
 func redactString(s string, values []redaction) string {
 	if len(values) == 0 || s == "" {
 		return s
 	}
-	sp := readSpellings(s)
+	// The text is read through its spellings, and also as it is written: a value
+	// that itself looks like an escape ("%41…") is its own spelling.
+	reads := []spelled{readSpellings(s)}
+	if strings.ContainsAny(s, "%\\") {
+		reads = append(reads, plainSpelling(s))
+	}
 	type hit struct {
 		start, end int
 		r          redaction
 	}
 	var hits []hit
-	for _, v := range values {
-		for _, nd := range v.needles() {
-			if len(nd.text) == 0 {
-				continue
-			}
-			for from := 0; from+len(nd.text) <= len(sp.read); {
-				j := bytes.Index(sp.read[from:], nd.text)
-				if j < 0 {
-					break
-				}
-				a, z := from+j, from+j+len(nd.text)-1
-				// A match starts and ends on whole units: never inside one escape.
-				if (a == 0 || sp.unit[a-1] != sp.unit[a]) && (z == len(sp.read)-1 || sp.unit[z+1] != sp.unit[z]) {
-					if nd.base64 {
-						a, z = sp.widen(s, a, z)
-					}
-					hits = append(hits, hit{sp.unit[a][0], sp.unit[z][1], v})
-					from = z + 1
+	for _, sp := range reads {
+		for _, v := range values {
+			for _, nd := range v.needles() {
+				if len(nd.text) == 0 {
 					continue
 				}
-				from = a + 1
+				for from := 0; from+len(nd.text) <= len(sp.read); {
+					j := bytes.Index(sp.read[from:], nd.text)
+					if j < 0 {
+						break
+					}
+					a, z := from+j, from+j+len(nd.text)-1
+					// A match starts and ends on whole units: never inside one escape.
+					if (a == 0 || sp.unit[a-1] != sp.unit[a]) && (z == len(sp.read)-1 || sp.unit[z+1] != sp.unit[z]) {
+						if nd.base64 {
+							a, z = sp.widen(s, a, z)
+						}
+						hits = append(hits, hit{sp.unit[a][0], sp.unit[z][1], v})
+						from = z + 1
+						continue
+					}
+					from = a + 1
+				}
 			}
 		}
 	}
