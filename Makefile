@@ -82,9 +82,12 @@ guest-profile: $(BUILD)/quickjs/.verified | toolchain
 
 # 'go list -m all' fetches the go.mod file of every module in the graph, which 'go test'
 # alone does not: internal/modtest builds a module that requires this one with the proxy
-# off, and a dependency's graph includes modules this one never builds.
+# off, and a dependency's graph includes modules this one never builds. 'go mod download'
+# fetches the source of every module go.mod requires, also those only another platform
+# builds (modtest cross-builds windows/amd64 with the proxy off).
 test:
 	$(GO) list -m all >/dev/null
+	$(GO) mod download
 	$(GO) test -race -timeout 30m $(GOFLAGS_TEST) ./...
 
 # The long suites: every runaway guest under several budgets, four at once, repeated.
