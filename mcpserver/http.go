@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentlibos/libos/internal/randid"
+	"github.com/agentlibos/libos/liberr"
 )
 
 // DefaultMaxBodyBytes bounds the body of one HTTP POST, as DefaultMaxLineBytes bounds
@@ -165,6 +166,26 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 		switch {
 		case m.version != "" || m.method == "server/discover":
 			stateless.ServeHTTP(w, r)
+		case m.id != "" && r.Header.Get("Mcp-Protocol-Version") < statelessRevision:
+			// The SDK refuses a request of the handshake revisions that it cannot
+			// take (a method it does not have, an id on a notification's method)
+			// with a plain-text HTTP 400. A JSON-RPC request is answered in JSON-RPC:
+			// that refusal becomes a JSON-RPC error, recorded like every refused frame.
+			pw := &plainRefusal{ResponseWriter: w}
+			byHeader(r).ServeHTTP(pw, r)
+			if pw.held {
+				id, _ := json.Marshal(m.msg.(*jsonrpc.Request).ID.Raw())
+				text := strings.TrimSpace(pw.text.String())
+				code := int64(jsonrpc.CodeInvalidRequest)
+				if strings.HasPrefix(text, sdkNotHandled) {
+					code = jsonrpc.CodeMethodNotFound
+				}
+				out := s.refuse(r.Context(), body, reject(id, code, "%s", liberr.Clip(text, 200)))
+				w.Header().Del("X-Content-Type-Options")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusOK)
+				_, _ = w.Write(out)
+			}
 		default:
 			byHeader(r).ServeHTTP(w, r)
 		}
@@ -392,3 +413,47 @@ func (w *retryWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection's writer, so the
 // SDK's flush after each event still reaches the client.
 func (w *retryWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// sdkNotHandled starts the SDK's refusal of a method it does not have.
+const sdkNotHandled = "JSON RPC not handled"
+
+// plainRefusal passes a response through, except a plain-text HTTP 400, which it holds
+// back (with its text) for the handler to answer in JSON-RPC instead.
+type plainRefusal struct {
+	http.ResponseWriter
+	held, passed bool
+	text         bytes.Buffer
+}
+
+func (p *plainRefusal) WriteHeader(code int) {
+	if !p.passed && !p.held && code == http.StatusBadRequest && strings.HasPrefix(p.Header().Get("Content-Type"), "text/plain") {
+		p.held = true
+		return
+	}
+	p.passed = true
+	p.ResponseWriter.WriteHeader(code)
+}
+
+func (p *plainRefusal) Write(b []byte) (int, error) {
+	if p.held {
+		if p.text.Len() < 4096 {
+			p.text.Write(b[:min(len(b), 4096-p.text.Len())])
+		}
+		return len(b), nil
+	}
+	p.passed = true
+	return p.ResponseWriter.Write(b)
+}
+
+// Flush passes a stream's events on as they are written.
+func (p *plainRefusal) Flush() {
+	if p.held {
+		return
+	}
+	if f, ok := p.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's own writer.
+func (p *plainRefusal) Unwrap() http.ResponseWriter { return p.ResponseWriter }

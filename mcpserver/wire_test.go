@@ -489,3 +489,52 @@ func pendingApproval(t *testing.T, sys *libos.System, pid string) engine.Approva
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// JSON-RPC 2.0: a request for a method the server does not have is answered with
+// -32601 (method not found), and one that is not a request of its method (an id on a
+// notification's method) with -32600, in a JSON-RPC error carrying its id, on every
+// transport: over HTTP on the handshake revisions too, where the SDK would answer a
+// plain-text HTTP 400. Over HTTP the refusal is recorded like every refused frame, and
+// the session goes on.
+func TestRequestsTheServerCannotTakeAreJSONRPCErrors(t *testing.T) {
+	sys, pid, url := served(t, engine.Direct)
+	cases := []struct {
+		id, method, params string
+		code               int64
+	}{
+		{"7", "no/such/method", `{}`, -32601},
+		{`"x"`, "tools/cal", `{"name":"echo"}`, -32601},
+		{"8", "notifications/initialized", `{}`, -32600},
+	}
+	t.Run("stdio", func(t *testing.T) {
+		c := overStdio(t, sys, pid)
+		c.initialize()
+		for _, tc := range cases {
+			if m := c.call(tc.id, tc.method, tc.params); m.Error == nil || m.Error.Code != tc.code {
+				t.Errorf("%s: %s %+v, want code %d", tc.method, m.Result, m.Error, tc.code)
+			}
+		}
+		c.alive("requests the server cannot take")
+	})
+	t.Run("http", func(t *testing.T) {
+		before := eventCounts(t, sys.Store(), pid)[engine.EventProtocolRejected]
+		sid := session(t, url)
+		for _, tc := range cases {
+			resp, body := post(t, url, sid, "2025-11-25", `{"jsonrpc":"2.0","id":`+tc.id+`,"method":"`+tc.method+`","params":`+tc.params+`}`)
+			if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("%s: HTTP %d %s: %s", tc.method, resp.StatusCode, ct, body)
+				continue
+			}
+			if m := answerOf(t, resp, body); string(m.ID) != tc.id || m.Error == nil || m.Error.Code != tc.code {
+				t.Errorf("%s: %s %s %+v, want code %d", tc.method, m.ID, m.Result, m.Error, tc.code)
+			}
+		}
+		resp, body := post(t, url, sid, "2025-11-25", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`)
+		if m := answerOf(t, resp, body); m.Error != nil || !strings.Contains(string(m.Result), `"tools"`) {
+			t.Fatalf("tools/list after the refusals: %s %+v", m.Result, m.Error)
+		}
+		if got := eventCounts(t, sys.Store(), pid)[engine.EventProtocolRejected] - before; got != len(cases) {
+			t.Errorf("%d refusals recorded, want %d", got, len(cases))
+		}
+	})
+}
