@@ -128,7 +128,7 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Stream == "" {
 		cfg.Stream = DefaultStream
 	}
-	if !streamName().MatchString(cfg.Stream) {
+	if !hostName().MatchString(cfg.Stream) {
 		// The lease bucket is Stream_LEASES, and a bucket's name takes only these.
 		return nil, errorf(CodeInvalidConfig, nil, "stream name %q must match ^[A-Za-z0-9_-]{1,64}$", liberr.Clip(cfg.Stream, 80))
 	}
@@ -226,9 +226,9 @@ func (n *Node) logf(format string, args ...any) {
 // HostName is this host's name.
 func (n *Node) HostName() string { return n.cfg.Host }
 
+// hostName is the form of a host's name, and of a stream's (its lease bucket's name
+// takes no more).
 var hostName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
-
-var streamName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 var subjectPrefix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`) })
 

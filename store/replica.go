@@ -151,9 +151,9 @@ func CheckOps(ops []byte) error {
 // CheckPID reports whether pid is a process ID the store takes (ErrInvalid if not).
 func CheckPID(pid string) error { return checkID("pid", pid) }
 
-// decodeOps stages the writes of ops in b (when b is not nil) and returns the
-// processes they touch. Every key must be of a per-process table: a replicated batch
-// never writes this host's bookkeeping.
+// decodeOps stages the writes of ops in b and returns the processes they touch; with
+// b nil it only checks ops (and returns no processes). Every key must be of a
+// per-process table: a replicated batch never writes this host's bookkeeping.
 func decodeOps(ops []byte, b *pebble.Batch) (map[string]bool, error) {
 	if !bytes.HasPrefix(ops, []byte(opsMagic)) {
 		return nil, errorf(CodeCorrupt, nil, "replicated batch: not %s", opsMagic)
@@ -180,7 +180,9 @@ func decodeOps(ops []byte, b *pebble.Batch) (map[string]bool, error) {
 		if !kok {
 			return nil, errorf(CodeCorrupt, nil, "replicated batch writes key %q outside the per-process tables", k)
 		}
-		pids[pid] = true
+		if b != nil {
+			pids[pid] = true
+		}
 		switch kind {
 		case opSet:
 			v, ok := read()

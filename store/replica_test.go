@@ -31,23 +31,31 @@ func (l *logReplicator) Replicate(_ context.Context, b *Batch) (string, uint64, 
 	return pid, seq, nil
 }
 
+// writerAndFollower opens a store that replicates to an in-process log, and one that
+// applies that log; both close at the test's end.
+func writerAndFollower(t *testing.T) (*logReplicator, *Store, *Store) {
+	t.Helper()
+	rep := &logReplicator{pos: map[string]uint64{}}
+	a, err := Open(t.TempDir(), Options{Replicator: rep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return rep, a, b
+}
+
 // doc.go: "Each Update is one batch: … present whole or absent". With a Replicator, a
 // batch goes to the replicated log before it is applied: a refused batch is not
 // applied, and another store that applies the log in order holds the same events,
 // chain and records, and skips a batch it already has.
 func TestReplicatedBatchesApplyElsewhere(t *testing.T) {
 	ctx := context.Background()
-	rep := &logReplicator{pos: map[string]uint64{}}
-	a, err := Open(t.TempDir(), Options{Replicator: rep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	rep, a, b := writerAndFollower(t)
 	for i := 0; i < 5; i++ {
 		if _, err := a.Append(ctx, "p1", "note", json.RawMessage(`{"i":1}`)); err != nil {
 			t.Fatal(err)
@@ -117,17 +125,7 @@ func TestReplicatedBatchesApplyElsewhere(t *testing.T) {
 // batches ApplyReplicated can read from the ones it refuses, without writing.
 func TestSkippedMessageMovesOnlyThePosition(t *testing.T) {
 	ctx := context.Background()
-	rep := &logReplicator{pos: map[string]uint64{}}
-	a, err := Open(t.TempDir(), Options{Replicator: rep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	rep, a, b := writerAndFollower(t)
 	if _, err := a.Append(ctx, "p1", "note", json.RawMessage(`{"i":1}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -275,9 +275,13 @@ func redactString(s string, values []redaction) string {
 		r          redaction
 	}
 	var hits []hit
+	needles := make([][]needle, len(values))
+	for i, v := range values {
+		needles[i] = v.needles()
+	}
 	for _, sp := range reads {
-		for _, v := range values {
-			for _, nd := range v.needles() {
+		for i, v := range values {
+			for _, nd := range needles[i] {
 				if len(nd.text) == 0 {
 					continue
 				}
