@@ -35,6 +35,11 @@
 // (each handler's dispatch, frame loads and stores) and per bytecode (its dispatch table
 // is filled by the PIE's relocations), so both builds can be compared.
 //
+// With -validate FILE the child validates that candidate file in a loop, as `libos
+// validate` does (libos.NewValidator), instead of running -js: where a validation's
+// guest time goes (the interpreter, the allocator, the prelude's checks), beside the Go
+// side's samples, which are listed outside the guest.
+//
 // With -static it compiles a guest build with wazero without running it and counts the
 // instructions of one function by kind and lists its dispatch block: how a build change
 // (the fuel instrumentation, a compiler flag) changes the code.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentlibos/libos"
 	"github.com/agentlibos/libos/wasm"
 )
 
@@ -35,6 +36,7 @@ type config struct {
 	raw      string
 	opcodes  string
 	static   string
+	validate string
 }
 
 func main() {
@@ -52,6 +54,7 @@ func main() {
 	flag.StringVar(&cfg.raw, "raw", "build/guest/raw.wasm", "the uninstrumented guest of the same build as -map, for the dispatch table's bytes")
 	flag.StringVar(&cfg.opcodes, "opcodes", "build/quickjs/quickjs-opcode.h", "QuickJS's opcode list, to name the handlers")
 	flag.StringVar(&cfg.static, "static", "", "count the instructions of -func by kind in this guest build, compiled but not run (no perf)")
+	flag.StringVar(&cfg.validate, "validate", "", "profile the validation of this candidate file (as 'libos validate' reads) instead of running -js")
 	flag.BoolVar(&cfg.reuse, "reuse", false, "attribute the last run's samples again (OUT/perf.data, code.bin, cache.bin, base) instead of profiling")
 	flag.Parse()
 	var err error
@@ -72,16 +75,50 @@ func main() {
 }
 
 // runChild runs the program on the committed guest, through the same engine and limits as
-// the benchmark (fuel and a wall-time limit on), until its standard input closes.
+// the benchmark (fuel and a wall-time limit on), or validates the candidate file of
+// -validate, until its standard input closes.
 func runChild(cfg config) error {
 	ctx := context.Background()
+	if cfg.validate != "" {
+		return validateChild(ctx, cfg)
+	}
 	eng, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: cfg.cacheDir, PoolSize: 1})
 	if err != nil {
 		return err
 	}
 	defer eng.Close(ctx)
 	opts := wasm.Options{Seed: 1, Limits: wasm.Limits{WallTime: time.Minute, Fuel: 1 << 40}}
-	if _, err := eng.Run(ctx, cfg.js, nil, nil, opts); err != nil {
+	return repeat(func() error {
+		_, err := eng.Run(ctx, cfg.js, nil, nil, opts)
+		return err
+	})
+}
+
+// validateChild validates the candidate file cfg.validate as 'libos validate' does, with
+// the sandbox's compilation cache in cfg.cacheDir.
+func validateChild(ctx context.Context, cfg config) error {
+	data, err := os.ReadFile(cfg.validate)
+	if err != nil {
+		return err
+	}
+	v, err := libos.NewValidator(ctx, libos.ValidatorOptions{CacheDir: cfg.cacheDir})
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	return repeat(func() error {
+		rep, err := v.Validate(ctx, data)
+		if err == nil && !rep.OK {
+			err = fmt.Errorf("%s does not validate: %+v", cfg.validate, rep.Errors)
+		}
+		return err
+	})
+}
+
+// repeat runs once once, says "ready" to the profiler, and runs it again and again until
+// standard input closes or it fails.
+func repeat(once func() error) error {
+	if err := once(); err != nil {
 		return err
 	}
 	done := make(chan struct{})
@@ -93,7 +130,7 @@ func runChild(cfg config) error {
 			return nil
 		default:
 		}
-		if _, err := eng.Run(ctx, cfg.js, nil, nil, opts); err != nil {
+		if err := once(); err != nil {
 			return err
 		}
 	}
@@ -137,7 +174,7 @@ func profile(cfg config, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	child := exec.Command(self, "-child", "-cache-dir", cache, "-js", cfg.js)
+	child := exec.Command(self, "-child", "-cache-dir", cache, "-js", cfg.js, "-validate", cfg.validate)
 	stdin, err := child.StdinPipe()
 	if err != nil {
 		return err
