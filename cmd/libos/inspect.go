@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentlibos/libos/cluster"
 	"io"
 	"os"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentlibos/libos/cluster"
 	"github.com/agentlibos/libos/engine"
 	"github.com/agentlibos/libos/engine/render"
 	"github.com/agentlibos/libos/liberr"
@@ -645,23 +645,58 @@ func (e *env) printHead(ctx context.Context, pid string) error {
 // the log must reach the anchor's sequence, and its event there must have the anchor's
 // hash. Since the chain verified, every event before it is then the one exported too.
 func (e *env) checkAnchor(ctx context.Context, pid string, last store.Event, a headAnchor) error {
-	if a.seq == 0 {
-		return nil
-	}
-	if last.Seq < a.seq {
-		return store.VerifyFailed(pid, last.Seq+1, fmt.Sprintf(
-			"the log ends at %d, before the expected head %d: events %d to %d were removed (the store was cut back or rolled back)", last.Seq, a.seq, last.Seq+1, a.seq))
+	if a.seq == 0 || last.Seq < a.seq {
+		return a.judge(pid, last.Seq, nil)
 	}
 	var evs []store.Event
 	if err := e.op(ctx, opRequest{Op: "events", PID: pid, After: a.seq - 1}, &evs); err != nil {
 		return err
 	}
 	if len(evs) == 0 || evs[0].Seq != a.seq {
-		return store.VerifyFailed(pid, a.seq, "the expected head's event is missing")
+		return a.judge(pid, last.Seq, nil)
 	}
-	if !bytes.Equal(evs[0].Hash, a.hash) {
+	return a.judge(pid, last.Seq, &evs[0])
+}
+
+// checkStore is checkAnchor for a store this command opened itself (tape, replay): it
+// verifies pid's log, then judges it against the anchor. A log that does not verify, or
+// does not hold the anchor, is a store.VerifyFailed error; a damaged store is
+// store.IsCorrupt, as from store.Verify.
+func (a headAnchor) checkStore(st *store.Store, pid string) error {
+	if err := st.Verify(pid); err != nil {
+		return err
+	}
+	head, err := st.Head(pid)
+	if err != nil {
+		return err
+	}
+	if a.seq == 0 || head.Seq < a.seq {
+		return a.judge(pid, head.Seq, nil)
+	}
+	ev, err := st.Event(pid, a.seq)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return a.judge(pid, head.Seq, nil)
+	case err != nil:
+		return err
+	}
+	return a.judge(pid, head.Seq, &ev)
+}
+
+// judge compares a verified log that ends at lastSeq, and whose event at the anchor's
+// sequence is at (nil when the log has none), with the anchor.
+func (a headAnchor) judge(pid string, lastSeq uint64, at *store.Event) error {
+	switch {
+	case a.seq == 0:
+		return nil
+	case lastSeq < a.seq:
+		return store.VerifyFailed(pid, lastSeq+1, fmt.Sprintf(
+			"the log ends at %d, before the expected head %d: events %d to %d were removed (the store was cut back or rolled back)", lastSeq, a.seq, lastSeq+1, a.seq))
+	case at == nil:
+		return store.VerifyFailed(pid, a.seq, "the expected head's event is missing")
+	case !bytes.Equal(at.Hash, a.hash):
 		return store.VerifyFailed(pid, a.seq, fmt.Sprintf(
-			"hash %s differs from the expected head's %s: this is another log", hex.EncodeToString(evs[0].Hash), hex.EncodeToString(a.hash)))
+			"hash %s differs from the expected head's %s: this is another log", hex.EncodeToString(at.Hash), hex.EncodeToString(a.hash)))
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func refused(err error) error {
 }
 
 func newTapeCmd(e *env) *cobra.Command {
-	var appendTo string
+	var appendTo, expectHead string
 	c := &cobra.Command{
 		Use:   "tape PID CALL_ID",
 		Short: "Export a settled JIT tool call as a test case {args, expected, syscalls}",
@@ -66,16 +66,26 @@ saw data labelled by the image's data-flow rules (export_forbidden), or cannot b
 a tape (not_replayable, journal_corrupt). Secrets passed by reference stay references.
 
 --append CANDIDATE.json adds the case to the candidate file's "tests" (the candidate's
-name must be the call's tool). The store is only read.`,
+name must be the call's tool). The store is only read.
+
+` + expectHeadHelp,
 		Example: `  libos tape proc_1a2b… call_3c4d…
-  libos tape proc_1a2b… call_3c4d… --append tools/candidates/clock_visits.json`,
+  libos tape proc_1a2b… call_3c4d… --append tools/candidates/clock_visits.json
+  libos tape proc_1a2b… call_3c4d… --expect-head "$(cat head.txt)"`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			anchor, err := expectedHead(expectHead)
+			if err != nil {
+				return err
+			}
 			st, err := openStore(e, "")
 			if err != nil {
 				return err
 			}
 			defer st.Close()
+			if err := checkExpectedHead(e, "tape", st, args[0], anchor); err != nil {
+				return err
+			}
 			tc, err := tools.ExportTape(st, args[0], args[1])
 			if err != nil {
 				return refused(err)
@@ -92,8 +102,50 @@ name must be the call's tool). The store is only read.`,
 		},
 	}
 	c.Flags().StringVar(&appendTo, "append", "", "add the case to the tests of the candidate file `CANDIDATE.json`")
+	c.Flags().StringVar(&expectHead, "expect-head", "", expectHeadFlag)
 	_ = c.MarkFlagFilename("append", "json")
 	return c
+}
+
+// The --expect-head of tape and replay, as 'libos events --verify --expect-head' takes it.
+const (
+	expectHeadFlag = "fail unless the process's log reaches `SEQ:HASH` (from 'libos events PID --head') with that hash there"
+	expectHeadHelp = `A log's hash chain checks itself, not its length: a store cut back to an earlier state
+is a shorter log that verifies, whose newest calls are simply gone. --expect-head SEQ:HASH
+(a head 'libos events PID --head' printed earlier and kept elsewhere) refuses such a log,
+or another one, before anything is read from it: exit status 1 when the log ends before
+SEQ or its event SEQ has another hash.`
+)
+
+// expectedHead parses --expect-head; nil when it is not given.
+func expectedHead(flag string) (*headAnchor, error) {
+	if flag == "" {
+		return nil, nil
+	}
+	a, err := parseHeadAnchor(flag)
+	if err != nil {
+		return nil, usageErr("--expect-head: %v", err)
+	}
+	return &a, nil
+}
+
+// checkExpectedHead judges pid's log in st against the anchor of --expect-head, if any:
+// exit 1 with the reason when it does not hold it, exit 2 on a damaged store. An unknown
+// process is left to the command, which refuses it with its own code.
+func checkExpectedHead(e *env, command string, st *store.Store, pid string, a *headAnchor) error {
+	if a == nil {
+		return nil
+	}
+	if _, err := st.Process(pid); errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
+		return nil
+	}
+	err := a.checkStore(st, pid)
+	var broken *store.VerifyError
+	if errors.As(err, &broken) {
+		fmt.Fprintf(e.stderr, "libos %s: %v\n", command, err)
+		return failed()
+	}
+	return err // nil, or a damaged store: exit 2, as from 'libos events --verify'
 }
 
 // appendTest adds tc to the "tests" of the candidate in file and rewrites the file,
@@ -212,6 +264,7 @@ type replayFlags struct {
 	since     string
 	candidate string
 	asJSON    bool
+	head      string
 }
 
 func newReplayCmd(e *env) *cobra.Command {
@@ -232,12 +285,15 @@ every machine.
 --candidate FILE replays the candidate's source instead of the registered code: the calls
 of the tool of that name, run by the changed code.
 
+` + expectHeadHelp + `
+
 Exit status: 0 when nothing differs (with --all, calls that are not replayable are listed
-and counted), 1 when a call differs or the one call asked for is not replayable, 2 on
-usage or storage errors.`,
+and counted), 1 when a call differs, the one call asked for is not replayable or the log
+does not hold the expected head, 2 on usage or storage errors.`,
 		Example: `  libos replay proc_1a2b… call_3c4d…
   libos replay proc_1a2b… --all --since 2026-01-01
-  libos replay proc_1a2b… --all --candidate clock_visits.json`,
+  libos replay proc_1a2b… --all --candidate clock_visits.json
+  libos replay proc_1a2b… --all --expect-head "$(cat head.txt)"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if f.all {
 				return cobra.ExactArgs(1)(cmd, args)
@@ -256,6 +312,7 @@ usage or storage errors.`,
 	fl.StringVar(&f.since, "since", "", "with --all, only calls opened at or after `T` (RFC 3339 or YYYY-MM-DD)")
 	fl.StringVar(&f.candidate, "candidate", "", "replay the source of the candidate `FILE` instead of the registered code")
 	fl.BoolVar(&f.asJSON, "json", false, "print the results as JSON")
+	fl.StringVar(&f.head, "expect-head", "", expectHeadFlag)
 	_ = c.MarkFlagFilename("candidate", "json")
 	return c
 }
@@ -294,6 +351,10 @@ func replay(ctx context.Context, e *env, f replayFlags, args []string) error {
 	if opts.Since, err = parseSince(f.since); err != nil {
 		return err
 	}
+	anchor, err := expectedHead(f.head)
+	if err != nil {
+		return err
+	}
 	if f.candidate != "" {
 		raw, err := os.ReadFile(f.candidate)
 		if err != nil {
@@ -310,6 +371,9 @@ func replay(ctx context.Context, e *env, f replayFlags, args []string) error {
 		return err
 	}
 	defer closeAll()
+	if err := checkExpectedHead(e, "replay", st, args[0], anchor); err != nil {
+		return err
+	}
 
 	var results []tools.ReplayResult
 	if f.all {

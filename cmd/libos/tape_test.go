@@ -194,3 +194,67 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestTapeAndReplayExpectHead: a cut-back store "is a shorter log that verifies, whose
+// newest calls are simply gone"; "--expect-head SEQ:HASH ... refuses such a log, or another
+// one, before anything is read from it: exit status 1 when the log ends before SEQ or its
+// event SEQ has another hash" (tape and replay, as 'libos events --verify --expect-head').
+func TestTapeAndReplayExpectHead(t *testing.T) {
+	data, pid, calls := tapeStore(t)
+	old := filepath.Join(t.TempDir(), "old")
+	copyDir(t, data, old) // the store as it was: the state a roll-back returns to
+	if r := libos(t, "", "call", pid, "clock_visits", `{"timezone":"UTC"}`, "--data", data); r.code != 0 {
+		t.Fatalf("call: %d %s", r.code, r.stderr)
+	}
+	r := libos(t, "", "events", pid, "--head", "--data", data)
+	head := strings.TrimSpace(r.stdout)
+	if r.code != 0 || head == "" {
+		t.Fatalf("--head: %d %s", r.code, r.stderr)
+	}
+
+	// The log the head came from: both go on as without the flag.
+	if r := libos(t, "", "tape", pid, calls[1], "--expect-head", head, "--data", data); r.code != 0 || !strings.Contains(r.stdout, `"syscalls"`) {
+		t.Fatalf("tape of the log it came from: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := libos(t, "", "replay", pid, "--all", "--expect-head", head, "--data", data); r.code != 0 || !strings.Contains(r.stdout, "4 same, 0 different") {
+		t.Fatalf("replay of the log it came from: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// The cut-back copy verifies on its own, and every call it still holds replays the
+	// same, so without the flag nothing shows that a call is gone ...
+	if r := libos(t, "", "replay", pid, "--all", "--data", old); r.code != 0 || !strings.Contains(r.stdout, "3 same, 0 different") {
+		t.Fatalf("replay of the shorter log without an anchor: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// ... and with it both refuse the log, reading nothing from it.
+	for _, args := range [][]string{{"tape", pid, calls[1]}, {"replay", pid, "--all"}, {"replay", pid, calls[0]}} {
+		r := libos(t, "", append(args, "--expect-head", head, "--data", old)...)
+		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "libos "+args[0]+": ") || !strings.Contains(r.stderr, "were removed") {
+			t.Errorf("%v on the shorter log: exit %d, want 1 naming the removed events\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+
+	// Another log of the same length: the old copy went on with another call.
+	if r := libos(t, "", "call", pid, "clock_visits", `{"timezone":"Asia/Tokyo"}`, "--data", old); r.code != 0 {
+		t.Fatalf("call: %d %s", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"tape", pid, calls[1]}, {"replay", pid, "--all"}} {
+		r := libos(t, "", append(args, "--expect-head", head, "--data", old)...)
+		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "another log") {
+			t.Errorf("%v on another log: exit %d, want 1 naming another log\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+
+	// An anchor that is not SEQ:HASH is a usage error; an unknown process is refused
+	// as without the flag.
+	for _, bad := range []string{"12", "x:00", "3:abcd"} {
+		if r := libos(t, "", "replay", pid, "--all", "--expect-head", bad, "--data", data); r.code != 2 {
+			t.Errorf("replay --expect-head %q: exit %d, want 2", bad, r.code)
+		}
+		if r := libos(t, "", "tape", pid, calls[1], "--expect-head", bad, "--data", data); r.code != 2 {
+			t.Errorf("tape --expect-head %q: exit %d, want 2", bad, r.code)
+		}
+	}
+	if r := libos(t, "", "tape", "proc_none", calls[1], "--expect-head", head, "--data", data); r.code != 1 || !strings.Contains(r.stderr, "call_not_found:") {
+		t.Errorf("tape of an unknown process: exit %d\n%s", r.code, r.stderr)
+	}
+}
