@@ -101,8 +101,9 @@ soak:
 # corpora in each package's testdata/fuzz; what a run finds is added there.
 FUZZTIME ?= 60s
 fuzz:
-	@set -e; for t in engine:FuzzAdapter internal/jsonexact:FuzzDecode internal/jsonexact:FuzzObjectMatchesReference mcpserver:FuzzStdio mcpserver:FuzzHTTP \
-		jsbundle:FuzzCompile syscalls:FuzzParseTape syscalls:FuzzRouterArgs; do \
+	@set -e; for t in engine:FuzzAdapter internal/jsonexact:FuzzDecode internal/jsonexact:FuzzObjectMatchesReference \
+		internal/jsonexact:FuzzEqualReflexive mcpserver:FuzzStdio mcpserver:FuzzHTTP \
+		jsbundle:FuzzCompile syscalls:FuzzParseTape syscalls:FuzzRouterArgs syscalls:FuzzRedact; do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$pkg $$name"; \
 		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -parallel 1; done
 
