@@ -645,53 +645,49 @@ func (e *env) printHead(ctx context.Context, pid string) error {
 // the log must reach the anchor's sequence, and its event there must have the anchor's
 // hash. Since the chain verified, every event before it is then the one exported too.
 func (e *env) checkAnchor(ctx context.Context, pid string, last store.Event, a headAnchor) error {
-	if a.seq == 0 || last.Seq < a.seq {
-		return a.judge(pid, last.Seq, nil)
-	}
-	var evs []store.Event
-	if err := e.op(ctx, opRequest{Op: "events", PID: pid, After: a.seq - 1}, &evs); err != nil {
-		return err
-	}
-	if len(evs) == 0 || evs[0].Seq != a.seq {
-		return a.judge(pid, last.Seq, nil)
-	}
-	return a.judge(pid, last.Seq, &evs[0])
+	return a.heldBy(pid, last.Seq, func(seq uint64) (*store.Event, error) {
+		var evs []store.Event
+		if err := e.op(ctx, opRequest{Op: "events", PID: pid, After: seq - 1}, &evs); err != nil || len(evs) == 0 || evs[0].Seq != seq {
+			return nil, err
+		}
+		return &evs[0], nil
+	})
 }
 
-// checkStore is checkAnchor for a store this command opened itself (tape, replay): it
-// verifies pid's log, then judges it against the anchor. A log that does not verify, or
-// does not hold the anchor, is a store.VerifyFailed error; a damaged store is
-// store.IsCorrupt, as from store.Verify.
+// checkStore is checkAnchor for a store this command opened itself (tape, replay),
+// judged on the head record and the event at the anchor's sequence. It does not walk the
+// chain: both commands verify the log themselves before they read a call from it
+// (tools.ExportTape and tools.Replay refuse one that does not verify), so a log they read
+// both verifies and holds the anchor.
 func (a headAnchor) checkStore(st *store.Store, pid string) error {
-	if err := st.Verify(pid); err != nil {
-		return err
-	}
 	head, err := st.Head(pid)
 	if err != nil {
 		return err
 	}
-	if a.seq == 0 || head.Seq < a.seq {
-		return a.judge(pid, head.Seq, nil)
-	}
-	ev, err := st.Event(pid, a.seq)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return a.judge(pid, head.Seq, nil)
-	case err != nil:
-		return err
-	}
-	return a.judge(pid, head.Seq, &ev)
+	return a.heldBy(pid, head.Seq, func(seq uint64) (*store.Event, error) {
+		ev, err := st.Event(pid, seq)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		return &ev, err
+	})
 }
 
-// judge compares a verified log that ends at lastSeq, and whose event at the anchor's
-// sequence is at (nil when the log has none), with the anchor.
-func (a headAnchor) judge(pid string, lastSeq uint64, at *store.Event) error {
-	switch {
-	case a.seq == 0:
+// heldBy judges a log that ends at lastSeq against the anchor: eventAt reads the log's
+// event at a sequence (nil when it has none), and is asked only when the log reaches the
+// anchor. A log that does not hold it is a store.VerifyFailed error.
+func (a headAnchor) heldBy(pid string, lastSeq uint64, eventAt func(seq uint64) (*store.Event, error)) error {
+	if a.seq == 0 {
 		return nil
-	case lastSeq < a.seq:
+	}
+	if lastSeq < a.seq {
 		return store.VerifyFailed(pid, lastSeq+1, fmt.Sprintf(
 			"the log ends at %d, before the expected head %d: events %d to %d were removed (the store was cut back or rolled back)", lastSeq, a.seq, lastSeq+1, a.seq))
+	}
+	at, err := eventAt(a.seq)
+	switch {
+	case err != nil:
+		return err
 	case at == nil:
 		return store.VerifyFailed(pid, a.seq, "the expected head's event is missing")
 	case !bytes.Equal(at.Hash, a.hash):
