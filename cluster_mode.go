@@ -41,6 +41,12 @@ type ClusterOptions struct {
 	// SyncAlways makes the embedded server sync every JetStream write to disk before
 	// acknowledging it.
 	SyncAlways bool
+	// Token is the cluster's shared secret (cluster.ServerConfig.Token): the embedded
+	// server takes only clients, routes and leaf nodes that present it, and this host
+	// presents it to the server it talks to (the embedded one, or NATSURL's). Every
+	// host of a cluster is given the same. Empty: the embedded server takes any
+	// connection that reaches its ports. cluster.CheckToken says what it may be.
+	Token string
 	// Replicas of the stream: 3 by default, 1 for a single host.
 	Replicas int
 	// LeaseTTL: how long a lost host's processes wait before another host takes them
@@ -86,7 +92,7 @@ func startCluster(ctx context.Context, dir string, o *ClusterOptions) (*clusterH
 		}
 		srv, err := cluster.StartServer(cluster.ServerConfig{Name: host, Dir: nd, Listen: o.Listen,
 			ClusterListen: o.ClusterListen, Routes: o.Routes, LeafRemotes: o.LeafRemotes, Domain: o.Domain,
-			SyncAlways: o.SyncAlways})
+			SyncAlways: o.SyncAlways, Token: o.Token})
 		if err != nil {
 			return nil, fmt.Errorf("libos: cluster: %w", err)
 		}
@@ -96,7 +102,7 @@ func startCluster(ctx context.Context, dir string, o *ClusterOptions) (*clusterH
 	if len(o.ServeLabels) > 0 {
 		serve = func(pid string) bool { return c.serves(pid, o.Serve, o.ServeLabels) }
 	}
-	node, err := cluster.Connect(ctx, cluster.Config{Host: host, URL: url, Replicas: o.Replicas,
+	node, err := cluster.Connect(ctx, cluster.Config{Host: host, URL: url, Token: o.Token, Replicas: o.Replicas,
 		LeaseTTL: o.LeaseTTL, Serve: serve, Logf: o.Logf})
 	if err != nil {
 		if c.server != nil {

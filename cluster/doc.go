@@ -30,6 +30,12 @@
 // A lease is given up, not renewed, once its process is killed: a killed process is
 // served by no host (and no host takes it over), so its lease must not outlive it.
 //
+// Trust. The hosts of a cluster trust each other's batches. ServerConfig.Token keeps
+// everyone else out of the embedded server: clients, routes and leaf nodes that do not
+// present the cluster's token are refused before they can publish, join the Raft group
+// or write the lease bucket; Config.Token is what a host presents. The token is never
+// written to an error or a log.
+//
 // Errors are liberr.Error values of layer "cluster": lease_lost, batch_too_large,
 // cross_process_batch, replication_failed, invalid_config.
 package cluster

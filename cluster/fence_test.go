@@ -40,6 +40,12 @@ type member struct {
 // threeMembers starts three embedded servers routed to each other, a node on each and
 // a store replicated through it; no kernel (the nodes serve nothing on their own).
 func threeMembers(t *testing.T, ttl time.Duration) []*member {
+	return threeMembersWithToken(t, ttl, "")
+}
+
+// threeMembersWithToken is threeMembers with every server asking for token, and every
+// node presenting it ("" for none).
+func threeMembersWithToken(t *testing.T, ttl time.Duration, token string) []*member {
 	clients, routes := loopbackAddrs(t, 3), loopbackAddrs(t, 3)
 	ms := make([]*member, 3)
 	var wg sync.WaitGroup
@@ -55,14 +61,14 @@ func threeMembers(t *testing.T, ttl time.Duration) []*member {
 		go func(i int) {
 			defer wg.Done()
 			name := fmt.Sprintf("m%d", i)
-			srv, err := StartServer(ServerConfig{Name: name, Dir: filepath.Join(t.TempDir(), "js"), Listen: clients[i], ClusterListen: routes[i], Routes: others})
+			srv, err := StartServer(ServerConfig{Name: name, Dir: filepath.Join(t.TempDir(), "js"), Listen: clients[i], ClusterListen: routes[i], Routes: others, Token: token})
 			if err != nil {
 				errs[i] = err
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			node, err := Connect(ctx, Config{Host: name, URL: srv.ClientURL(), LeaseTTL: ttl, Serve: func(string) bool { return false }})
+			node, err := Connect(ctx, Config{Host: name, URL: srv.ClientURL(), Token: token, LeaseTTL: ttl, Serve: func(string) bool { return false }})
 			if err != nil {
 				srv.Shutdown()
 				errs[i] = err

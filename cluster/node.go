@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"sort"
 	"strconv"
@@ -46,6 +47,10 @@ type Config struct {
 	// URL is the NATS server this host talks to: its embedded server's ClientURL, or an
 	// existing deployment's (several comma-separated URLs are tried in turn). Required.
 	URL string
+	// Token is presented to the server as this host's token (ServerConfig.Token); a
+	// URL that carries credentials of its own does not take one. CheckToken says what
+	// a token may be. A server that refuses the credentials fails Connect at once.
+	Token string
 	// Stream is the JetStream stream of the process logs (DefaultStream), 1 to 64 of
 	// [A-Za-z0-9_-]; Subject the prefix of the process subjects (DefaultSubject), dot-
 	// separated tokens of [A-Za-z0-9_-], at most 128 bytes: process P writes on
@@ -155,8 +160,15 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.AckTimeout <= 0 {
 		cfg.AckTimeout = DefaultAckTimeout
 	}
-	nc, err := nats.Connect(cfg.URL, nats.Name("libos-"+cfg.Host), nats.MaxReconnects(-1),
-		nats.ReconnectWait(200*time.Millisecond), nats.RetryOnFailedConnect(true))
+	opts := []nats.Option{nats.Name("libos-" + cfg.Host), nats.MaxReconnects(-1),
+		nats.ReconnectWait(200 * time.Millisecond), nats.RetryOnFailedConnect(true)}
+	if cfg.Token != "" {
+		if err := tokenFits(cfg.Token, cfg.URL); err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, errorf(CodeReplicationFailed, redactCause(err, cfg.URL), "connect to %s: %s", RedactURL(cfg.URL), redactText(err.Error(), cfg.URL))
 	}
@@ -167,6 +179,11 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, nc: nc, js: js, held: map[string]*lease{}, epochs: map[string]uint64{}, maxPayload: int(nc.MaxPayload())}
 	err = retry(ctx, func(ctx context.Context) error {
+		// The connection retries on its own; credentials the server refused are
+		// not worth the wait.
+		if aerr := authRefused(nc); aerr != nil {
+			return aerr
+		}
 		n.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        cfg.Stream,
 			Description: "libOS process logs: one message per durable write batch of a process",
@@ -198,7 +215,43 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// retry runs fn until it succeeds or ctx ends (at most 30s), waiting between tries.
+// refusedError is a failure that trying again cannot mend: the server refused the
+// host's credentials.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// authRefused reports whether the server refused nc's credentials (a missing or wrong
+// token), as a refusedError.
+func authRefused(nc *nats.Conn) error {
+	err := nc.LastError()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
+		strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		return &refusedError{fmt.Errorf("the NATS server refused this host's credentials (a missing or wrong cluster token): %w", err)}
+	}
+	return nil
+}
+
+// tokenFits checks a token given beside url: it is a possible token, and url carries
+// no credentials of its own (the server would be offered both).
+func tokenFits(token, url string) error {
+	if err := CheckToken(token); err != nil {
+		return err
+	}
+	for _, u := range strings.Split(url, ",") {
+		if s, _ := userinfo(u); s >= 0 {
+			return errorf(CodeInvalidConfig, nil, "%s carries credentials of its own; a cluster token does not go with them", RedactURL(url))
+		}
+	}
+	return nil
+}
+
+// retry runs fn until it succeeds or ctx ends (at most 30s), waiting between tries. A
+// refusedError ends it at once.
 func retry(ctx context.Context, fn func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -208,6 +261,9 @@ func retry(ctx context.Context, fn func(context.Context) error) error {
 		acancel()
 		if err == nil {
 			return nil
+		}
+		if errors.As(err, new(*refusedError)) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -932,10 +988,23 @@ func pidOfKey(k string) string {
 // of stream (DefaultStream when empty) is served, creating and changing nothing: for
 // `libos ps` on any machine that reaches the cluster.
 func ReadPlacements(ctx context.Context, url, stream string) ([]Placement, error) {
+	return ReadPlacementsWithToken(ctx, url, stream, "")
+}
+
+// ReadPlacementsWithToken is ReadPlacements presenting token (ServerConfig.Token) to
+// the server; "" presents none.
+func ReadPlacementsWithToken(ctx context.Context, url, stream, token string) ([]Placement, error) {
 	if stream == "" {
 		stream = DefaultStream
 	}
-	nc, err := nats.Connect(url, nats.Name("libos-ps"))
+	opts := []nats.Option{nats.Name("libos-ps")}
+	if token != "" {
+		if err := tokenFits(token, url); err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Token(token))
+	}
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, errorf(CodeReplicationFailed, redactCause(err, url), "connect to %s: %s", RedactURL(url), redactText(err.Error(), url))
 	}

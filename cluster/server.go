@@ -45,6 +45,48 @@ type ServerConfig struct {
 	SyncAlways bool
 	// MaxPayload bounds one message (and so one write batch); 0 means 8 MiB.
 	MaxPayload int32
+	// Token, when set, is the secret every connection to the server must present:
+	// clients as their token (Config.Token, `libos ps --nats-token-file`), the other
+	// hosts' routes and leaf nodes as the password of the user RouteUser, which this
+	// server also presents on the routes and leaf connections it makes. Every host of
+	// a cluster is given the same. Without it the server takes any connection that
+	// reaches its ports, and whoever reaches them can write any process's log.
+	// CheckToken says what a token may be.
+	Token string
+}
+
+// RouteUser is the user name a server with a Token presents, and asks for, on routes
+// and leaf node connections; the token is its password.
+const RouteUser = "libos"
+
+// Bounds of a Token: long enough not to be guessed, printable ASCII without spaces so
+// that a token file's line is the token.
+const (
+	MinTokenBytes = 16
+	MaxTokenBytes = 1024
+)
+
+// CheckToken says whether t can be a Token: MinTokenBytes to MaxTokenBytes of
+// printable ASCII without spaces. The error never holds the token.
+func CheckToken(t string) error {
+	if len(t) < MinTokenBytes || len(t) > MaxTokenBytes {
+		return errorf(CodeInvalidConfig, nil, "the cluster token is %d bytes; it must be %d to %d", len(t), MinTokenBytes, MaxTokenBytes)
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] > '~' {
+			return errorf(CodeInvalidConfig, nil, "the cluster token holds a byte that is not printable ASCII (or a space) at offset %d", i)
+		}
+	}
+	return nil
+}
+
+// withUser gives each URL the route user and token, unless it names a user of its own.
+func withUser(us []*url.URL, token string) {
+	for _, u := range us {
+		if u.User == nil {
+			u.User = url.UserPassword(RouteUser, token)
+		}
+	}
 }
 
 // DefaultMaxPayload is the message bound of an embedded server.
@@ -101,6 +143,11 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxPayload <= 0 {
 		cfg.MaxPayload = DefaultMaxPayload
 	}
+	if cfg.Token != "" {
+		if err := CheckToken(cfg.Token); err != nil {
+			return nil, err
+		}
+	}
 	h, p, err := hostPort(cfg.Listen, "listen address")
 	if err != nil {
 		return nil, err
@@ -131,6 +178,10 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		if o.Routes, err = urls(cfg.Routes, "nats-route", "route"); err != nil {
 			return nil, err
 		}
+		if cfg.Token != "" {
+			o.Cluster.Username, o.Cluster.Password = RouteUser, cfg.Token
+			withUser(o.Routes, cfg.Token)
+		}
 	} else if len(cfg.Routes) > 0 || cfg.ClusterAdvertise != "" {
 		return nil, errorf(CodeInvalidConfig, nil, "routes need a cluster listen address")
 	}
@@ -140,13 +191,22 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, err
 		}
 		o.LeafNode.Host, o.LeafNode.Port = lh, lp
+		if cfg.Token != "" {
+			o.LeafNode.Username, o.LeafNode.Password = RouteUser, cfg.Token
+		}
 	}
 	if len(cfg.LeafRemotes) > 0 {
 		us, err := urls(cfg.LeafRemotes, "nats-leaf", "leaf remote")
 		if err != nil {
 			return nil, err
 		}
+		if cfg.Token != "" {
+			withUser(us, cfg.Token)
+		}
 		o.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: us}}
+	}
+	if cfg.Token != "" {
+		o.Authorization = cfg.Token
 	}
 	s, err := server.NewServer(o)
 	if err != nil {

@@ -308,7 +308,7 @@ This is operator documentation: a model has no way to list routes.`,
 
 func newPsCmd(e *env) *cobra.Command {
 	var asJSON bool
-	var natsURL string
+	var natsURL, natsTokenFile string
 	c := &cobra.Command{
 		Use:   "ps",
 		Short: "List the processes in the store",
@@ -323,6 +323,13 @@ process: the holder of its lease in the cluster ("-" when no host holds it now).
   libos ps --nats nats://127.0.0.1:4222`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if natsTokenFile != "" && natsURL == "" {
+				return usageErr("--nats-token-file goes with --nats")
+			}
+			token, err := readClusterToken(natsTokenFile)
+			if err != nil {
+				return err
+			}
 			var procs []engine.ProcessInfo
 			if err := e.op(cmd.Context(), opRequest{Op: "processes"}, &procs); err != nil {
 				return err
@@ -341,7 +348,7 @@ process: the holder of its lease in the cluster ("-" when no host holds it now).
 			}
 			where := map[string]string{}
 			if natsURL != "" {
-				ps, err := cluster.ReadPlacements(cmd.Context(), natsURL, "")
+				ps, err := cluster.ReadPlacementsWithToken(cmd.Context(), natsURL, "", token)
 				if err != nil {
 					return usageErr("--nats %s: %v", cluster.RedactURL(natsURL), err)
 				}
@@ -384,6 +391,7 @@ process: the holder of its lease in the cluster ("-" when no host holds it now).
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().StringVar(&natsURL, "nats", "", "the cluster's NATS URL: show the host serving each process")
+	c.Flags().StringVar(&natsTokenFile, "nats-token-file", "", "file holding the cluster's token (libos serve --nats-token-file), presented to --nats")
 	return c
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	los "github.com/agentlibos/libos"
+	"github.com/agentlibos/libos/cluster"
 )
 
 // clusterFlags are serve's flags of the replicated mode (CLUSTER.md).
@@ -28,6 +30,7 @@ type clusterFlags struct {
 	syncAlways    bool
 	serveLabels   string
 	natsDomain    string
+	tokenFile     string
 }
 
 func addClusterFlags(c *cobra.Command, f *clusterFlags) {
@@ -44,6 +47,7 @@ func addClusterFlags(c *cobra.Command, f *clusterFlags) {
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 0, "how long a lost host's processes wait before another host takes them (default 10s)")
 	fl.BoolVar(&f.syncAlways, "nats-sync-always", false, "the embedded server syncs every JetStream write to disk before acknowledging it")
 	fl.StringVar(&f.serveLabels, "serve-labels", "", "take over only the processes whose image has these process_labels (k=v,...); default: every process")
+	fl.StringVar(&f.tokenFile, "nats-token-file", "", "file holding the cluster's shared token (one line, 16 to 1024 printable ASCII bytes): the embedded server takes only clients, routes and leaf nodes that present it, and this host presents it (see CLUSTER.md)")
 	fl.StringVar(&f.natsDomain, "nats-domain", "", "JetStream domain of the embedded server (an edge leaf node's own domain, see CLUSTER.md)")
 }
 
@@ -83,7 +87,7 @@ func splitList(s string) []string {
 func (f clusterFlags) options(e *env) (*los.ClusterOptions, error) {
 	used := f.host != "" || f.listen != "" || f.clusterListen != "" || f.routes != "" || f.natsURL != "" ||
 		f.natsDir != "" || f.leafRemotes != "" || f.replicas != 0 || f.leaseTTL != 0 || f.syncAlways ||
-		f.serveLabels != "" || f.natsDomain != ""
+		f.serveLabels != "" || f.natsDomain != "" || f.tokenFile != ""
 	if !f.on {
 		if used {
 			return nil, usageErr("the cluster flags need --cluster")
@@ -97,10 +101,36 @@ func (f clusterFlags) options(e *env) (*los.ClusterOptions, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &los.ClusterOptions{Host: f.host, NATSURL: f.natsURL, Listen: f.listen, ClusterListen: f.clusterListen,
+	token, err := readClusterToken(f.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return &los.ClusterOptions{Host: f.host, Token: token, NATSURL: f.natsURL, Listen: f.listen, ClusterListen: f.clusterListen,
 		Routes: splitList(f.routes), NATSDir: f.natsDir, LeafRemotes: splitList(f.leafRemotes), Replicas: f.replicas,
 		LeaseTTL: f.leaseTTL, SyncAlways: f.syncAlways, ServeLabels: labels, Domain: f.natsDomain,
 		Logf: func(format string, args ...any) { e.log.Info("cluster", "event", fmt.Sprintf(format, args...)) }}, nil
+}
+
+// readClusterToken reads the cluster's token from file ("" without one): the file's
+// first line, without its line ending, and nothing after it. The token is never
+// shown: an error names the file and what is wrong.
+func readClusterToken(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", usageErr("--nats-token-file: %v", err)
+	}
+	line, rest, _ := strings.Cut(string(data), "\n")
+	line = strings.TrimSuffix(line, "\r")
+	if strings.TrimSpace(rest) != "" {
+		return "", usageErr("--nats-token-file %s: the file holds more than one line; it holds the token alone", file)
+	}
+	if err := cluster.CheckToken(line); err != nil {
+		return "", usageErr("--nats-token-file %s: %v", file, err)
+	}
+	return line, nil
 }
 
 // serveHere makes sure this host serves pid in the replicated mode: it takes the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -130,5 +131,85 @@ func TestPsPrintsALeasesHostEscaped(t *testing.T) {
 		if row.PID == procs[0].PID && row.Host != forged {
 			t.Fatalf("ps --json shows host %q, want the lease's %q", row.Host, forged)
 		}
+	}
+}
+
+// CLUSTER.md: "--nats-token-file FILE: the embedded server takes only clients, routes
+// and leaf nodes that present the token, and this host presents it"; the file holds
+// the token alone. A file that is missing, holds more than one line or a token that
+// cannot be one is a usage error before anything starts, and no error shows the token.
+func TestNATSTokenFileFlag(t *testing.T) {
+	e := &env{}
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const token = "cluster-token-of-32-bytes-exactly"
+	for _, text := range []string{token, token + "\n", token + "\r\n"} {
+		o, err := clusterFlags{on: true, tokenFile: write("good", text)}.options(e)
+		if err != nil || o.Token != token {
+			t.Fatalf("token file %q: %v, token %q", text, err, o.Token)
+		}
+	}
+	for name, text := range map[string]string{
+		"short": "short-token\n", "two-lines": token + "\n" + token + "\n", "spaces": "a token with spaces in it\n",
+		"empty": "", "control": token + "\x1b\n",
+	} {
+		_, err := clusterFlags{on: true, tokenFile: write(name, text)}.options(e)
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != exitUsage {
+			t.Errorf("token file %s: %v, want a usage error", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), token) || (len(text) > 8 && strings.Contains(err.Error(), strings.TrimSpace(text))) {
+			t.Errorf("token file %s: the error shows the token: %v", name, err)
+		}
+	}
+	if _, err := (clusterFlags{on: true, tokenFile: filepath.Join(dir, "missing")}).options(e); err == nil {
+		t.Error("a missing token file was accepted")
+	}
+	if _, err := (clusterFlags{tokenFile: write("good", token)}).options(e); err == nil {
+		t.Error("--nats-token-file without --cluster was accepted")
+	}
+}
+
+// `libos ps --nats URL --nats-token-file FILE` reads the placements of a cluster whose
+// server asks for the token; without the file the server refuses ps, and ps says so.
+func TestPsWithNATSToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server")
+	}
+	const token = "ps-cluster-token-0123456789abcdef"
+	data := filepath.Join(t.TempDir(), "store")
+	demoStore(t, data)
+	srv, err := cluster.StartServer(cluster.ServerConfig{Dir: filepath.Join(t.TempDir(), "js"), Listen: "127.0.0.1:0", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, err := cluster.Connect(ctx, cluster.Config{Host: "a", URL: srv.ClientURL(), Token: token, Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := libos(t, "", "ps", "--data", data, "--nats", srv.ClientURL(), "--nats-token-file", file); r.code != 0 {
+		t.Fatalf("ps --nats with the token file: %d %s", r.code, r.stderr)
+	}
+	r := libos(t, "", "ps", "--data", data, "--nats", srv.ClientURL())
+	if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "authorization") {
+		t.Fatalf("ps --nats without the token: %d %s, want a refusal naming the authorization", r.code, r.stderr)
+	}
+	if r := libos(t, "", "ps", "--data", data, "--nats-token-file", file); r.code != exitUsage {
+		t.Fatalf("--nats-token-file without --nats: %d %s, want a usage error", r.code, r.stderr)
 	}
 }
