@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -118,9 +119,20 @@ func readClusterToken(file string) (string, error) {
 	if file == "" {
 		return "", nil
 	}
-	data, err := os.ReadFile(file)
+	f, err := os.Open(file)
 	if err != nil {
 		return "", usageErr("--nats-token-file: %v", err)
+	}
+	defer f.Close()
+	// A token file is one short line: reading stops past what one can hold (a path
+	// such as /dev/zero given by mistake never ends).
+	const most = cluster.MaxTokenBytes + 2
+	data, err := io.ReadAll(io.LimitReader(f, most+1))
+	if err != nil {
+		return "", usageErr("--nats-token-file: %v", err)
+	}
+	if len(data) > most {
+		return "", usageErr("--nats-token-file %s: the file is longer than a token can be (%d bytes at most)", file, cluster.MaxTokenBytes)
 	}
 	line, rest, _ := strings.Cut(string(data), "\n")
 	line = strings.TrimSuffix(line, "\r")

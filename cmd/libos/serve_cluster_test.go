@@ -169,6 +169,9 @@ func TestNATSTokenFileFlag(t *testing.T) {
 			t.Errorf("token file %s: the error shows the token: %v", name, err)
 		}
 	}
+	if _, err := (clusterFlags{on: true, tokenFile: "/dev/zero"}).options(e); err == nil {
+		t.Error("an endless token file was accepted")
+	}
 	if _, err := (clusterFlags{on: true, tokenFile: filepath.Join(dir, "missing")}).options(e); err == nil {
 		t.Error("a missing token file was accepted")
 	}
