@@ -80,6 +80,51 @@ func CheckToken(t string) error {
 	return nil
 }
 
+// Exposed lists the addresses cfg has its server listen on beyond loopback (the client,
+// cluster and leaf node addresses): every interface, or a host that is, or resolves to,
+// an address other than loopback. A server with such an address and no Token takes
+// whoever reaches it. An address that is not host:port is listed as it is.
+func (cfg ServerConfig) Exposed() []string {
+	listen := cfg.Listen
+	if listen == "" {
+		listen = "127.0.0.1:4222"
+	}
+	var out []string
+	for _, a := range []string{listen, cfg.ClusterListen, cfg.LeafListen} {
+		if a == "" {
+			continue
+		}
+		if h, _, err := net.SplitHostPort(a); err != nil || !loopback(h) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// loopback reports whether every address host names is a loopback address; a name is
+// resolved, as the listener does. "" (every interface) is not.
+func loopback(host string) bool {
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil {
+		return ip.IsLoopback()
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
+
 // withUser gives each URL the route user and token, unless it names a user of its own.
 func withUser(us []*url.URL, token string) {
 	for _, u := range us {

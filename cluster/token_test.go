@@ -188,3 +188,22 @@ func TestTokenOnLeafNodes(t *testing.T) {
 		t.Fatalf("a leaf node without the token connected: stranger %d, hub %d leaf connections", n, hub.s.NumLeafNodes())
 	}
 }
+
+// ServerConfig.Exposed: "the addresses cfg has its server listen on beyond loopback:
+// every interface, or a host that is, or resolves to, an address other than loopback".
+func TestExposedAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  ServerConfig
+		want string
+	}{
+		{ServerConfig{}, ""},
+		{ServerConfig{Listen: "127.0.0.1:0", ClusterListen: "[::1]:6222", LeafListen: "localhost:7422"}, ""},
+		{ServerConfig{Listen: "0.0.0.0:4222"}, "0.0.0.0:4222"},
+		{ServerConfig{ClusterListen: ":6222"}, ":6222"},
+		{ServerConfig{Listen: "127.0.0.1:4222", ClusterListen: "10.0.0.1:6222", LeafListen: "[::]:7422"}, "10.0.0.1:6222 [::]:7422"},
+	} {
+		if got := strings.Join(tc.cfg.Exposed(), " "); got != tc.want {
+			t.Errorf("%+v: exposed %q, want %q", tc.cfg, got, tc.want)
+		}
+	}
+}

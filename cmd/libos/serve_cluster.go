@@ -32,6 +32,7 @@ type clusterFlags struct {
 	serveLabels   string
 	natsDomain    string
 	tokenFile     string
+	insecure      bool
 }
 
 func addClusterFlags(c *cobra.Command, f *clusterFlags) {
@@ -49,6 +50,7 @@ func addClusterFlags(c *cobra.Command, f *clusterFlags) {
 	fl.BoolVar(&f.syncAlways, "nats-sync-always", false, "the embedded server syncs every JetStream write to disk before acknowledging it")
 	fl.StringVar(&f.serveLabels, "serve-labels", "", "take over only the processes whose image has these process_labels (k=v,...); default: every process")
 	fl.StringVar(&f.tokenFile, "nats-token-file", "", "file holding the cluster's shared token (one line, 16 to 1024 printable ASCII bytes): the embedded server takes only clients, routes and leaf nodes that present it, and this host presents it (see CLUSTER.md)")
+	fl.BoolVar(&f.insecure, "cluster-insecure", false, "run the embedded NATS server on an address beyond loopback without a cluster token anyway (anyone who reaches it can write any process's log)")
 	fl.StringVar(&f.natsDomain, "nats-domain", "", "JetStream domain of the embedded server (an edge leaf node's own domain, see CLUSTER.md)")
 }
 
@@ -88,7 +90,7 @@ func splitList(s string) []string {
 func (f clusterFlags) options(e *env) (*los.ClusterOptions, error) {
 	used := f.host != "" || f.listen != "" || f.clusterListen != "" || f.routes != "" || f.natsURL != "" ||
 		f.natsDir != "" || f.leafRemotes != "" || f.replicas != 0 || f.leaseTTL != 0 || f.syncAlways ||
-		f.serveLabels != "" || f.natsDomain != "" || f.tokenFile != ""
+		f.serveLabels != "" || f.natsDomain != "" || f.tokenFile != "" || f.insecure
 	if !f.on {
 		if used {
 			return nil, usageErr("the cluster flags need --cluster")
@@ -105,6 +107,17 @@ func (f clusterFlags) options(e *env) (*los.ClusterOptions, error) {
 	token, err := readClusterToken(f.tokenFile)
 	if err != nil {
 		return nil, err
+	}
+	// The embedded server beyond loopback takes only the hosts' token, as HTTP beyond
+	// loopback takes only authenticated clients: without one, whoever reaches the port
+	// can write any process's log.
+	if exposed := (cluster.ServerConfig{Listen: f.listen, ClusterListen: f.clusterListen}).Exposed(); f.natsURL == "" && token == "" && len(exposed) > 0 {
+		if !f.insecure {
+			return nil, usageErr("refusing to run the embedded NATS server on %s, beyond loopback, without a cluster token: give every host the same --nats-token-file, bind 127.0.0.1, or accept the exposure explicitly (--cluster-insecure)", strings.Join(exposed, ", "))
+		}
+		if e.log != nil {
+			e.log.Warn("the embedded NATS server listens beyond loopback without a cluster token, as --cluster-insecure asks: anyone who reaches it can write any process's log", "addrs", strings.Join(exposed, ", "))
+		}
 	}
 	return &los.ClusterOptions{Host: f.host, Token: token, NATSURL: f.natsURL, Listen: f.listen, ClusterListen: f.clusterListen,
 		Routes: splitList(f.routes), NATSDir: f.natsDir, LeafRemotes: splitList(f.leafRemotes), Replicas: f.replicas,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -214,5 +215,56 @@ func TestPsWithNATSToken(t *testing.T) {
 	}
 	if r := libos(t, "", "ps", "--data", data, "--nats-token-file", file); r.code != exitUsage {
 		t.Fatalf("--nats-token-file without --nats: %d %s, want a usage error", r.code, r.stderr)
+	}
+}
+
+// CLUSTER.md: the embedded NATS server "beyond loopback takes only the hosts' token, as
+// HTTP beyond loopback takes only authenticated clients". serve --cluster refuses a
+// client or cluster address beyond loopback without --nats-token-file, before anything
+// starts, unless --cluster-insecure accepts the exposure (with a warning in the log).
+// Loopback addresses, a token, or an existing deployment (--nats) need nothing more.
+func TestClusterBeyondLoopbackNeedsAToken(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("beyond-loopback-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	e := &env{log: slog.New(slog.NewTextHandler(&logged, nil))}
+	usage := func(err error) bool {
+		var ee *exitError
+		return errors.As(err, &ee) && ee.code == exitUsage
+	}
+	for _, f := range []clusterFlags{
+		{clusterListen: "0.0.0.0:6222"},
+		{clusterListen: ":6222"},
+		{listen: "10.1.2.3:4222"},
+		{listen: "127.0.0.1:4222", clusterListen: "[::]:6222", routes: "10.0.0.2:6222"},
+	} {
+		f.on = true
+		_, err := f.options(e)
+		if !usage(err) || !strings.Contains(err.Error(), "--nats-token-file") || !strings.Contains(err.Error(), "--cluster-insecure") {
+			t.Errorf("%+v without a token: %v, want a usage error naming --nats-token-file and --cluster-insecure", f, err)
+		}
+		f.tokenFile = tokenFile
+		if o, err := f.options(e); err != nil || o.Token == "" {
+			t.Errorf("%+v with a token: %v", f, err)
+		}
+		f.tokenFile, f.insecure = "", true
+		logged.Reset()
+		if _, err := f.options(e); err != nil || !strings.Contains(logged.String(), "without a cluster token") {
+			t.Errorf("%+v with --cluster-insecure: %v, log %q", f, err, logged.String())
+		}
+	}
+	for _, f := range []clusterFlags{
+		{},
+		{listen: "127.0.0.1:4222", clusterListen: "127.0.0.1:6222", routes: "127.0.0.1:6223"},
+		{listen: "[::1]:4222", clusterListen: "localhost:6222"},
+		{natsURL: "nats://nats.internal:4222"},
+	} {
+		f.on = true
+		if _, err := f.options(e); err != nil {
+			t.Errorf("%+v: %v, want no refusal", f, err)
+		}
 	}
 }
