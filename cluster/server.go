@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/agentlibos/libos/internal/loopback"
 )
 
 // ServerConfig configures the NATS server a host embeds: JetStream on its own
@@ -94,35 +96,11 @@ func (cfg ServerConfig) Exposed() []string {
 		if a == "" {
 			continue
 		}
-		if h, _, err := net.SplitHostPort(a); err != nil || !loopback(h) {
+		if h, _, err := net.SplitHostPort(a); err != nil || !loopback.Host(h) {
 			out = append(out, a)
 		}
 	}
 	return out
-}
-
-// loopback reports whether every address host names is a loopback address; a name is
-// resolved, as the listener does. "" (every interface) is not.
-func loopback(host string) bool {
-	if host == "" {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil {
-		return ip.IsLoopback()
-	}
-	ips, err := net.LookupIP(host)
-	if err != nil || len(ips) == 0 {
-		return false
-	}
-	for _, ip := range ips {
-		if !ip.IsLoopback() {
-			return false
-		}
-	}
-	return true
 }
 
 // withUser gives each URL the route user and token, unless it names a user of its own.

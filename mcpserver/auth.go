@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentlibos/libos/engine"
+	"github.com/agentlibos/libos/internal/loopback"
 	"github.com/agentlibos/libos/liberr"
 )
 
@@ -793,7 +794,7 @@ func CheckExposure(addr string, authenticated, tls, insecure bool) error {
 	if err != nil {
 		return liberr.Wrap(layerName, codeInvalidConfig, err, "HTTP address %q is not host:port", addr)
 	}
-	if loopback(host) {
+	if loopback.Host(host) {
 		return nil
 	}
 	var missing []string
@@ -810,30 +811,6 @@ func CheckExposure(addr string, authenticated, tls, insecure bool) error {
 	return liberr.New(layerName, CodeInsecureListener,
 		"refusing to serve HTTP on %s, beyond loopback, without %s; bind 127.0.0.1, add them, or accept the exposure explicitly (--insecure)",
 		where, strings.Join(missing, " and "))
-}
-
-// loopback reports whether every address host can name is a loopback address. A
-// name is resolved: it is what the listener binds.
-func loopback(host string) bool {
-	if host == "" {
-		return false // every interface
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil {
-		return ip.IsLoopback()
-	}
-	ips, err := net.LookupIP(host)
-	if err != nil || len(ips) == 0 {
-		return false
-	}
-	for _, ip := range ips {
-		if !ip.IsLoopback() {
-			return false
-		}
-	}
-	return true
 }
 
 // authState is the Server's part of authorization.
