@@ -78,6 +78,10 @@ Scopes: libos:process:PID or libos:process:* (which processes), libos:operator
 token, or one that does not verify, 401 with the RFC 9728 metadata of the resource
 (/.well-known/oauth-protected-resource).
 
+With --cluster (CLUSTER.md), the embedded NATS server likewise binds loopback addresses
+without more; an address beyond loopback (--nats-listen, --cluster-listen) needs the hosts'
+shared token (--nats-token-file, the same file on every host), or --cluster-insecure.
+
 SIGINT or SIGTERM stops serve gracefully: calls in flight finish and are recorded before
 the store closes. The PID is logged on stderr; stdout belongs to the protocol.`,
 		Example: `  # stdio, for an MCP client that starts the server itself
