@@ -1005,6 +1005,9 @@ func ReadPlacementsWithToken(ctx context.Context, url, stream, token string) ([]
 		opts = append(opts, nats.Token(token))
 	}
 	nc, err := nats.Connect(url, opts...)
+	if errors.Is(err, nats.ErrAuthorization) {
+		return nil, errorf(CodeReplicationFailed, redactCause(err, url), "connect to %s: the NATS server refused the credentials, a missing or wrong cluster token (%s)", RedactURL(url), redactText(err.Error(), url))
+	}
 	if err != nil {
 		return nil, errorf(CodeReplicationFailed, redactCause(err, url), "connect to %s: %s", RedactURL(url), redactText(err.Error(), url))
 	}

@@ -210,7 +210,7 @@ func TestPsWithNATSToken(t *testing.T) {
 		t.Fatalf("ps --nats with the token file: %d %s", r.code, r.stderr)
 	}
 	r := libos(t, "", "ps", "--data", data, "--nats", srv.ClientURL())
-	if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "authorization") {
+	if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "authorization") || !strings.Contains(r.stderr, "cluster token") {
 		t.Fatalf("ps --nats without the token: %d %s, want a refusal naming the authorization", r.code, r.stderr)
 	}
 	if r := libos(t, "", "ps", "--data", data, "--nats-token-file", file); r.code != exitUsage {
