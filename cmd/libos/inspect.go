@@ -320,7 +320,8 @@ In the replicated mode (serve --cluster), --nats URL adds the HOST that serves e
 process: the holder of its lease in the cluster ("-" when no host holds it now).`,
 		Example: `  libos ps
   libos ps --data ./agent-store --json
-  libos ps --nats nats://127.0.0.1:4222`,
+  libos ps --nats nats://127.0.0.1:4222
+  libos ps --nats nats://10.0.0.1:4222 --nats-token-file /etc/libos/cluster-token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if natsTokenFile != "" && natsURL == "" {
