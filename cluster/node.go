@@ -225,15 +225,20 @@ func (e *refusedError) Unwrap() error { return e.err }
 // authRefused reports whether the server refused nc's credentials (a missing or wrong
 // token), as a refusedError.
 func authRefused(nc *nats.Conn) error {
-	err := nc.LastError()
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
-		strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
-		return &refusedError{fmt.Errorf("the NATS server refused this host's credentials (a missing or wrong cluster token): %w", err)}
+	if err := nc.LastError(); refusedCredentials(err) {
+		return &refusedError{fmt.Errorf("%s: %w", refusedText, err)}
 	}
 	return nil
+}
+
+// refusedText says what a refusal of the credentials means here.
+const refusedText = "the NATS server refused the credentials: a missing or wrong cluster token"
+
+// refusedCredentials reports whether err is the server refusing a connection's
+// credentials.
+func refusedCredentials(err error) bool {
+	return err != nil && (errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
+		strings.Contains(strings.ToLower(err.Error()), "authorization violation"))
 }
 
 // tokenFits checks a token given beside url: it is a possible token, and url carries
@@ -1005,11 +1010,12 @@ func ReadPlacementsWithToken(ctx context.Context, url, stream, token string) ([]
 		opts = append(opts, nats.Token(token))
 	}
 	nc, err := nats.Connect(url, opts...)
-	if errors.Is(err, nats.ErrAuthorization) {
-		return nil, errorf(CodeReplicationFailed, redactCause(err, url), "connect to %s: the NATS server refused the credentials, a missing or wrong cluster token (%s)", RedactURL(url), redactText(err.Error(), url))
-	}
 	if err != nil {
-		return nil, errorf(CodeReplicationFailed, redactCause(err, url), "connect to %s: %s", RedactURL(url), redactText(err.Error(), url))
+		why := redactText(err.Error(), url)
+		if refusedCredentials(err) {
+			why = refusedText + " (" + why + ")"
+		}
+		return nil, errorf(CodeReplicationFailed, redactCause(err, url), "connect to %s: %s", RedactURL(url), why)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

@@ -89,7 +89,7 @@ func CheckToken(t string) error {
 func (cfg ServerConfig) Exposed() []string {
 	listen := cfg.Listen
 	if listen == "" {
-		listen = "127.0.0.1:4222"
+		listen = DefaultListen
 	}
 	var out []string
 	for _, a := range []string{listen, cfg.ClusterListen, cfg.LeafListen} {
@@ -111,6 +111,9 @@ func withUser(us []*url.URL, token string) {
 		}
 	}
 }
+
+// DefaultListen is the client address of an embedded server whose Listen is empty.
+const DefaultListen = "127.0.0.1:4222"
 
 // DefaultMaxPayload is the message bound of an embedded server.
 const DefaultMaxPayload = 8 << 20
@@ -158,7 +161,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, errorf(CodeInvalidConfig, nil, "the embedded server needs a directory for JetStream")
 	}
 	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:4222"
+		cfg.Listen = DefaultListen
 	}
 	if cfg.ClusterName == "" {
 		cfg.ClusterName = "libos"
@@ -201,10 +204,6 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		if o.Routes, err = urls(cfg.Routes, "nats-route", "route"); err != nil {
 			return nil, err
 		}
-		if cfg.Token != "" {
-			o.Cluster.Username, o.Cluster.Password = RouteUser, cfg.Token
-			withUser(o.Routes, cfg.Token)
-		}
 	} else if len(cfg.Routes) > 0 || cfg.ClusterAdvertise != "" {
 		return nil, errorf(CodeInvalidConfig, nil, "routes need a cluster listen address")
 	}
@@ -214,22 +213,28 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, err
 		}
 		o.LeafNode.Host, o.LeafNode.Port = lh, lp
-		if cfg.Token != "" {
-			o.LeafNode.Username, o.LeafNode.Password = RouteUser, cfg.Token
-		}
 	}
 	if len(cfg.LeafRemotes) > 0 {
 		us, err := urls(cfg.LeafRemotes, "nats-leaf", "leaf remote")
 		if err != nil {
 			return nil, err
 		}
-		if cfg.Token != "" {
-			withUser(us, cfg.Token)
-		}
 		o.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: us}}
 	}
 	if cfg.Token != "" {
+		// Clients present the token; routes and leaf nodes present it as RouteUser's
+		// password, both ways.
 		o.Authorization = cfg.Token
+		if cfg.ClusterListen != "" {
+			o.Cluster.Username, o.Cluster.Password = RouteUser, cfg.Token
+			withUser(o.Routes, cfg.Token)
+		}
+		if cfg.LeafListen != "" {
+			o.LeafNode.Username, o.LeafNode.Password = RouteUser, cfg.Token
+		}
+		for _, r := range o.LeafNode.Remotes {
+			withUser(r.URLs, cfg.Token)
+		}
 	}
 	s, err := server.NewServer(o)
 	if err != nil {

@@ -81,7 +81,7 @@ func TestTokenKeepsStrangersOut(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	_, err = Connect(cctx, Config{Host: "intruder", URL: url, Token: wrong})
 	cancel()
-	if !errors.Is(err, ErrReplicationFailed) || !strings.Contains(err.Error(), "refused this host's credentials") {
+	if !errors.Is(err, ErrReplicationFailed) || !strings.Contains(err.Error(), refusedText) {
 		t.Fatalf("a node with a wrong token: %v, want replication_failed naming the refused credentials", err)
 	}
 	for _, s := range errorTexts(err) {
